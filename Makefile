@@ -1,0 +1,40 @@
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+BACKENDS ?= tensorflow jax torch
+PYTEST_ARGS ?=
+
+.PHONY: install test test-fast lint demo clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+	@touch $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev]"
+	@touch $@
+
+# Runs the whole suite once per Keras backend.
+test: $(VENV)/.installed
+	@set -e; for b in $(BACKENDS); do \
+	  echo "=== KERAS_BACKEND=$$b ==="; \
+	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q $(PYTEST_ARGS) tests; \
+	done
+
+test-fast: $(VENV)/.installed
+	@set -e; for b in $(BACKENDS); do \
+	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests; \
+	done
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check keras_transformer tests
+
+demo: $(VENV)/.installed
+	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/python -m keras_transformer.cli demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,21 @@
+"""`tf.data` input pipelines: tokenized, length-bucketed, token-budgeted batches.
+
+Importing this package does not import TensorFlow: it is imported lazily, when a dataset is
+built. The datasets feed `model.fit` on the TensorFlow, JAX and PyTorch backends.
+"""
+
+from keras_transformer.data.pipeline import (
+    PipelineResult,
+    default_bucket_boundaries,
+    encode_source,
+    encode_target,
+    make_dataset,
+)
+
+__all__ = [
+    "PipelineResult",
+    "default_bucket_boundaries",
+    "encode_source",
+    "encode_target",
+    "make_dataset",
+]

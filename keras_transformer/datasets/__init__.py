@@ -1,0 +1,32 @@
+"""Built-in datasets, each returning `Splits(train, validation, test)` of pairs.
+
+Pure Python: importing this package (or using it) never imports TensorFlow. `num2words` and
+`pysword` are imported lazily by `number_words` and `sword_bible`.
+
+- `copy_task`: synthetic sequences copied to themselves (ids, not text).
+- `number_words`: "trescientos cuarenta y dos" -> "three hundred and forty-two" (`make demo`).
+- `sword_bible`: the verse-aligned Reina-Valera 1909 / World English Bible (31,077 pairs).
+- `read_tsv` + `split_pairs`: your own parallel corpus.
+"""
+
+from keras_transformer.datasets.cache import get_cache_dir
+from keras_transformer.datasets.copy_task import copy_task, to_model_inputs
+from keras_transformer.datasets.number_words import number_words
+from keras_transformer.datasets.splits import Splits, split_pairs, stable_hash
+from keras_transformer.datasets.sword_bible import SwordModuleNotFoundError, sword_bible
+from keras_transformer.datasets.tsv import TsvFormatError, TsvPairs, read_tsv
+
+__all__ = [
+    "Splits",
+    "SwordModuleNotFoundError",
+    "TsvFormatError",
+    "TsvPairs",
+    "copy_task",
+    "get_cache_dir",
+    "number_words",
+    "read_tsv",
+    "split_pairs",
+    "stable_hash",
+    "sword_bible",
+    "to_model_inputs",
+]

@@ -1,0 +1,411 @@
+"""Batched greedy and beam search over a next-token-logits callable.
+
+The search functions never see a model. They see one callable,
+
+```
+next_logits(tokens, cache, index) -> (logits, new_cache)
+```
+
+- `tokens`: int32 `(batch, 1)`, the token at decoder position `index`.
+- `cache`: a pytree (nested dict / list / tuple) of tensors, each with the batch on axis 0
+  (for example the self-attention keys and values of every decoder block and the encoder
+  output with its padding mask).
+- `index`: int32 scalar tensor, the position of `tokens`.
+- `logits`: float `(batch, vocab_size)`, the scores of the token at position `index + 1`.
+- `new_cache`: the same structure, shapes and dtypes as `cache`.
+
+Both searches are written with `keras.ops.while_loop` over static shapes only, so they run
+eagerly on every backend and trace once inside `tf.function(jit_compile=True)` or `jax.jit`
+(with `max_length` and `beam_size` fixed by the caller, as they are Python ints).
+
+Scores are natural-log probabilities. Greedy search returns the plain sum of the log
+probabilities of the chosen tokens. Beam search returns that sum divided by the GNMT length
+penalty (Wu et al., 2016), the setting the Transformer paper uses for translation
+(beam size 4, `alpha=0.6`).
+"""
+
+import keras
+from keras import ops
+
+# A log probability that marks "no hypothesis here". Finite (so arithmetic on it never makes
+# NaN), far below any real log probability, and representable in float32.
+_INVALID_LOG_PROB = -1.0e7
+# Used to stop a hypothesis that has just produced the end token from staying alive. Lower
+# than any invalid hypothesis can drift to, so such a candidate never displaces one.
+_FORBIDDEN_LOG_PROB = -1.0e9
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty `((5 + length) / 6) ** alpha`.
+
+    Beam search divides the log probability of a hypothesis by this number, so that longer
+    hypotheses (whose log probabilities are sums of more negative terms) are not always
+    beaten by shorter ones. `alpha=0` turns the penalty off (it is then exactly 1).
+
+    Args:
+        length: int or int/float tensor of any shape. Number of generated tokens, counting
+            the end token.
+        alpha: float. Strength of the penalty, `>= 0`. The Transformer paper uses 0.6.
+
+    Returns:
+        A float32 tensor with the shape of `length`.
+
+    Example:
+
+    >>> float(length_penalty(1, alpha=0.6))
+    1.0
+    >>> round(float(length_penalty(7, alpha=1.0)), 4)
+    2.0
+
+    References:
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), eq. 14.
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
+    """
+    _check_alpha(alpha)
+    length = ops.cast(length, "float32")
+    return ops.power((5.0 + length) / 6.0, float(alpha))
+
+
+def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0):
+    """Batched greedy decoding: at every step take the most probable next token.
+
+    A sequence is finished once it produces `end_id`; later positions hold `pad_id` and add
+    nothing to its score. The loop stops as soon as every sequence is finished, or after
+    `max_length` steps.
+
+    Args:
+        next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
+            docstring. Called once per step on the whole batch.
+        cache: pytree of tensors, each with the batch on axis 0. Passed to the first call of
+            `next_logits`. May be empty (`{}`).
+        start_tokens: int tensor `(batch,)`. The token at position 0 (for example the start
+            of sequence id).
+        max_length: int `>= 1`. Number of tokens to generate, the end token included.
+        end_id: int. End-of-sequence token id.
+        pad_id: int. Written after the end token. Defaults to 0.
+
+    Returns:
+        A tuple `(sequences, scores)`:
+        - `sequences`: int32 `(batch, max_length)`, the generated tokens without the start
+          token, the end token included, `pad_id` after it.
+        - `scores`: float32 `(batch,)`, the sum of the log probabilities of the generated
+          tokens, up to and including the end token.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> # A bigram "model": the next-token logits depend only on the previous token.
+    >>> table = ops.convert_to_tensor(np.log(np.array([
+    ...     [0.1, 0.1, 0.1, 0.7],  # after 0 (pad)
+    ...     [0.1, 0.1, 0.1, 0.7],  # after 1 (end)
+    ...     [0.1, 0.1, 0.1, 0.7],  # after 2 (start)
+    ...     [0.1, 0.6, 0.1, 0.2],  # after 3
+    ... ], "float32")))
+    >>> def next_logits(tokens, cache, index):
+    ...     return ops.take(table, tokens[:, 0], axis=0), cache
+    >>> sequences, scores = greedy_search(
+    ...     next_logits, {}, ops.array([2], "int32"), max_length=4, end_id=1)
+    >>> ops.convert_to_numpy(sequences).tolist()
+    [[3, 1, 0, 0]]
+    >>> round(float(scores[0]), 4) == round(float(np.log(0.7) + np.log(0.6)), 4)
+    True
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.
+    """
+    _check_max_length(max_length)
+    end_id = _check_token_id(end_id, "end_id")
+    pad_id = _check_token_id(pad_id, "pad_id")
+    start_tokens = _check_start_tokens(start_tokens)
+
+    batch_size = ops.shape(start_tokens)[0]
+    positions = ops.arange(max_length, dtype="int32")[None, :]  # (1, max_length)
+
+    def condition(index, tokens, cache, sequences, scores, finished):
+        return ops.logical_and(ops.less(index, max_length), ops.logical_not(ops.all(finished)))
+
+    def body(index, tokens, cache, sequences, scores, finished):
+        logits, cache = next_logits(tokens[:, None], cache, index)
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (batch, vocab)
+        next_tokens = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
+        token_log_probs = ops.take_along_axis(log_probs, next_tokens[:, None], axis=-1)[:, 0]
+        # A finished sequence is frozen: no score, padding tokens.
+        scores = scores + ops.where(finished, 0.0, token_log_probs)
+        next_tokens = ops.where(finished, pad_id, next_tokens)
+        sequences = ops.where(positions == index, next_tokens[:, None], sequences)
+        finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
+        return index + 1, next_tokens, cache, sequences, scores, finished
+
+    loop_vars = (
+        ops.convert_to_tensor(0, "int32"),
+        start_tokens,
+        cache,
+        ops.full((batch_size, max_length), pad_id, dtype="int32"),
+        ops.zeros((batch_size,), dtype="float32"),
+        ops.zeros((batch_size,), dtype="bool"),
+    )
+    _, _, _, sequences, scores, _ = ops.while_loop(condition, body, loop_vars)
+    return sequences, scores
+
+
+def beam_search(
+    next_logits,
+    cache,
+    start_tokens,
+    max_length,
+    end_id,
+    beam_size=4,
+    alpha=0.6,
+    pad_id=0,
+):
+    """Batched beam search with the GNMT length penalty, as in the Transformer paper.
+
+    Each batch element keeps two sets of `beam_size` hypotheses:
+
+    - alive: not yet ended, ranked by log probability.
+    - finished: ended with `end_id`, ranked by `log_prob / length_penalty(length, alpha)`,
+      where `length` counts the generated tokens including the end token. A finished
+      hypothesis is never extended and its score never changes.
+
+    At every step each alive hypothesis is extended by every token and the `2 * beam_size`
+    best extensions are kept (at most `beam_size` of them can end, one per alive
+    hypothesis, so at least `beam_size` do not). Those among the best `beam_size` (the
+    beam proper) that end join the finished set; the best `beam_size` that do not end stay
+    alive. Letting only the beam proper finish (as fairseq does, where tensor2tensor and
+    flax also finish lower-ranked extensions) makes `beam_size=1, alpha=0` exactly
+    `greedy_search`.
+
+    The loop stops after `max_length` steps, or earlier once, for every batch element, all
+    `beam_size` finished slots are filled and even the best alive hypothesis, given the most
+    favourable length penalty (that of `max_length`), cannot beat the worst finished score.
+    Log probabilities only decrease as a hypothesis grows, so that bound is safe.
+
+    Hypotheses still alive at the end were cut short by `max_length`; they compete with the
+    finished ones, scored the same way with `length = max_length`. A batch element with no
+    finished hypothesis thus returns its alive beams (as in flax), and one with fewer than
+    `beam_size` finished hypotheses fills its other slots with alive ones.
+
+    The cache is expanded to `batch * beam_size` rows (each example repeated `beam_size`
+    times, row `b * beam_size + k` is beam `k` of example `b`) and its rows are gathered
+    along axis 0 whenever the alive beams are reselected, so every row always belongs to the
+    hypothesis it decodes.
+
+    Args:
+        next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
+            docstring. Called once per step with `batch * beam_size` rows.
+        cache: pytree of tensors, each with the batch on axis 0, as for one beam. May be empty.
+        start_tokens: int tensor `(batch,)`. The token at position 0.
+        max_length: int `>= 1`. Most tokens to generate, the end token included.
+        end_id: int. End-of-sequence token id.
+        beam_size: int `>= 1`. Hypotheses kept per batch element. Defaults to 4.
+        alpha: float `>= 0`. Length penalty strength, see `length_penalty`. Defaults to 0.6.
+        pad_id: int. Written after the end token. Defaults to 0.
+
+    Returns:
+        A tuple `(sequences, scores)`, best first:
+        - `sequences`: int32 `(batch, beam_size, max_length)`, without the start token, the
+          end token included, `pad_id` after it.
+        - `scores`: float32 `(batch, beam_size)`, log probability divided by the length
+          penalty.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> # Bigram "model". Greedy takes 3 (p=0.5) and then must go on with p <= 0.3;
+    >>> # beam search finds 4 -> end with p = 0.4 * 0.9.
+    >>> table = ops.convert_to_tensor(np.log(np.array([
+    ...     [0.2, 0.2, 0.2, 0.2, 0.2],      # after 0 (pad)
+    ...     [0.2, 0.2, 0.2, 0.2, 0.2],      # after 1 (end)
+    ...     [0.05, 0.04, 0.01, 0.5, 0.4],   # after 2 (start)
+    ...     [0.2, 0.2, 0.3, 0.1, 0.2],      # after 3
+    ...     [0.025, 0.9, 0.025, 0.025, 0.025],  # after 4
+    ... ], "float32")))
+    >>> def next_logits(tokens, cache, index):
+    ...     return ops.take(table, tokens[:, 0], axis=0), cache
+    >>> sequences, scores = beam_search(
+    ...     next_logits, {}, ops.array([2], "int32"), max_length=3, end_id=1,
+    ...     beam_size=2, alpha=0.0)
+    >>> ops.convert_to_numpy(sequences)[0, 0].tolist()
+    [4, 1, 0]
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
+        - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7 (length penalty).
+    """
+    _check_max_length(max_length)
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+    _check_alpha(alpha)
+    end_id = _check_token_id(end_id, "end_id")
+    pad_id = _check_token_id(pad_id, "pad_id")
+    start_tokens = _check_start_tokens(start_tokens)
+
+    batch_size = ops.shape(start_tokens)[0]
+    num_candidates = 2 * beam_size
+    positions = ops.arange(max_length, dtype="int32")[None, None, :]  # (1, 1, max_length)
+    # Row offset of each example in the flattened (batch * beam_size) cache.
+    row_offsets = ops.arange(batch_size, dtype="int32")[:, None] * beam_size  # (batch, 1)
+    best_possible_penalty = length_penalty(max_length, alpha)
+
+    def condition(
+        index,
+        alive_tokens,
+        alive_sequences,
+        alive_log_probs,
+        cache,
+        finished_sequences,
+        finished_scores,
+        finished_flags,
+    ):
+        best_alive = ops.max(alive_log_probs, axis=1) / best_possible_penalty  # (batch,)
+        worst_finished = ops.min(finished_scores, axis=1)  # (batch,)
+        done = ops.logical_and(ops.all(finished_flags, axis=1), worst_finished >= best_alive)
+        return ops.logical_and(ops.less(index, max_length), ops.logical_not(ops.all(done)))
+
+    def body(
+        index,
+        alive_tokens,
+        alive_sequences,
+        alive_log_probs,
+        cache,
+        finished_sequences,
+        finished_scores,
+        finished_flags,
+    ):
+        logits, cache = next_logits(ops.reshape(alive_tokens, (-1, 1)), cache, index)
+        vocab_size = ops.shape(logits)[-1]
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        log_probs = ops.reshape(log_probs, (-1, beam_size, vocab_size))  # (batch, beam, vocab)
+
+        # The 2 * beam_size best one-token extensions of the alive hypotheses.
+        candidate_log_probs = alive_log_probs[:, :, None] + log_probs
+        candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * vocab_size))
+        candidate_log_probs, flat_indices = ops.top_k(candidate_log_probs, num_candidates)
+        flat_indices = ops.cast(flat_indices, "int32")  # (batch, 2 * beam)
+        candidate_beams = flat_indices // vocab_size
+        candidate_tokens = flat_indices % vocab_size
+        candidate_sequences = _gather_beams(alive_sequences, candidate_beams)
+        candidate_sequences = ops.where(
+            positions == index, candidate_tokens[:, :, None], candidate_sequences
+        )  # (batch, 2 * beam, max_length)
+        ends = ops.equal(candidate_tokens, end_id)
+
+        # Alive: the best beam_size candidates that did not end.
+        alive_log_probs, picked = ops.top_k(
+            ops.where(ends, _FORBIDDEN_LOG_PROB, candidate_log_probs), beam_size
+        )
+        picked = ops.cast(picked, "int32")  # (batch, beam)
+        alive_sequences = _gather_beams(candidate_sequences, picked)
+        alive_tokens = ops.take_along_axis(candidate_tokens, picked, axis=1)
+        source_beams = ops.take_along_axis(candidate_beams, picked, axis=1)
+        source_rows = ops.reshape(source_beams + row_offsets, (-1,))  # (batch * beam,)
+        cache = keras.tree.map_structure(lambda leaf: ops.take(leaf, source_rows, axis=0), cache)
+
+        # Finished: the candidates that ended among the beam_size best of this step (the
+        # beam proper; extensions of real hypotheses only) join the finished set, which
+        # keeps its beam_size best by penalised score.
+        in_beam = ops.arange(num_candidates, dtype="int32")[None, :] < beam_size
+        newly_finished = ops.logical_and(
+            ops.logical_and(ends, in_beam), candidate_log_probs > 0.5 * _INVALID_LOG_PROB
+        )
+        new_scores = ops.where(
+            newly_finished,
+            candidate_log_probs / length_penalty(index + 1, alpha),
+            _INVALID_LOG_PROB,
+        )
+        finished_scores, picked = ops.top_k(
+            ops.concatenate([finished_scores, new_scores], axis=1), beam_size
+        )
+        picked = ops.cast(picked, "int32")
+        finished_sequences = _gather_beams(
+            ops.concatenate([finished_sequences, candidate_sequences], axis=1), picked
+        )
+        finished_flags = ops.take_along_axis(
+            ops.concatenate([finished_flags, newly_finished], axis=1), picked, axis=1
+        )
+        return (
+            index + 1,
+            alive_tokens,
+            alive_sequences,
+            alive_log_probs,
+            cache,
+            finished_sequences,
+            finished_scores,
+            finished_flags,
+        )
+
+    # Only beam 0 is a real hypothesis at the start; the others are copies that must not
+    # produce duplicate extensions, so they start with an invalid log probability.
+    first_beam = ops.arange(beam_size, dtype="int32")[None, :] == 0  # (1, beam)
+    alive_log_probs = ops.where(
+        first_beam,
+        ops.zeros((batch_size, beam_size), "float32"),
+        ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
+    )
+    empty_sequences = ops.full((batch_size, beam_size, max_length), pad_id, dtype="int32")
+    loop_vars = (
+        ops.convert_to_tensor(0, "int32"),
+        ops.repeat(start_tokens[:, None], beam_size, axis=1),  # (batch, beam)
+        empty_sequences,
+        alive_log_probs,
+        keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), cache),
+        empty_sequences,
+        ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
+        ops.zeros((batch_size, beam_size), "bool"),
+    )
+    (index, _, alive_sequences, alive_log_probs, _, finished_sequences, finished_scores, _) = (
+        ops.while_loop(condition, body, loop_vars)
+    )
+
+    # Hypotheses still alive were cut short by max_length (or, after an early stop, cannot
+    # beat any finished one): they compete with the finished ones, scored with their
+    # `index` tokens. Finished ones come first in the concatenation, so they win ties.
+    alive_scores = alive_log_probs / length_penalty(index, alpha)
+    scores, picked = ops.top_k(ops.concatenate([finished_scores, alive_scores], axis=1), beam_size)
+    sequences = _gather_beams(
+        ops.concatenate([finished_sequences, alive_sequences], axis=1),
+        ops.cast(picked, "int32"),
+    )
+    return sequences, scores
+
+
+def _gather_beams(sequences, beam_indices):
+    """Picks `sequences[b, beam_indices[b, j], :]` → `(batch, num_picked, length)`."""
+    length = ops.shape(sequences)[-1]
+    indices = ops.broadcast_to(beam_indices[:, :, None], (*ops.shape(beam_indices), length))
+    return ops.take_along_axis(sequences, indices, axis=1)
+
+
+def _check_max_length(max_length):
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(
+            f"`max_length` must be a Python int >= 1. Received: max_length={max_length!r}"
+        )
+
+
+def _check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+
+
+def _check_token_id(token_id, name):
+    # Accept numpy integers too, but hand plain ints to the graph.
+    try:
+        as_int = int(token_id)
+    except (TypeError, ValueError):
+        as_int = None
+    if isinstance(token_id, bool) or as_int is None or as_int != token_id or as_int < 0:
+        raise ValueError(f"`{name}` must be an int >= 0. Received: {name}={token_id!r}")
+    return as_int
+
+
+def _check_start_tokens(start_tokens):
+    start_tokens = ops.convert_to_tensor(start_tokens)
+    if len(start_tokens.shape) != 1:
+        raise ValueError(
+            "`start_tokens` must have shape (batch,). "
+            f"Received: start_tokens.shape={tuple(start_tokens.shape)}"
+        )
+    return ops.cast(start_tokens, "int32")

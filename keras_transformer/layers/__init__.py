@@ -1,0 +1,19 @@
+"""Transformer layers: attention, embeddings, encoder and decoder blocks, masks."""
+
+from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.encoder_block import EncoderBlock
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.masking import causal_mask, padding_mask
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.positional_embedding import PositionalEmbedding, sinusoidal_encoding
+
+__all__ = [
+    "DecoderBlock",
+    "EncoderBlock",
+    "FeedForward",
+    "MultiHeadAttention",
+    "PositionalEmbedding",
+    "causal_mask",
+    "padding_mask",
+    "sinusoidal_encoding",
+]

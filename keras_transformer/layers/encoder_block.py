@@ -1,0 +1,187 @@
+"""One encoder layer (paper §3.1): self-attention and feed-forward sub-layers."""
+
+import keras
+
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+
+
+def validate_block_args(num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon):
+    """Shared argument checks of `EncoderBlock` and `DecoderBlock`."""
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
+    if not isinstance(ff_dim, int) or ff_dim < 1:
+        raise ValueError(f"`ff_dim` must be a positive int. Received: ff_dim={ff_dim}")
+    for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate}")
+    if layer_norm_epsilon <= 0:
+        raise ValueError(
+            f"`layer_norm_epsilon` must be > 0. Received: layer_norm_epsilon={layer_norm_epsilon}"
+        )
+
+
+class _ResidualBlock(keras.layers.Layer):
+    """Shared constructor, sub-layer wiring and config of encoder and decoder blocks."""
+
+    def __init__(
+        self,
+        num_heads,
+        ff_dim,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        validate_block_args(num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon)
+        self.num_heads = num_heads
+        self.ff_dim = ff_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = keras.activations.get(activation)
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.seed = seed
+        self.supports_masking = True
+
+    def _build_attention(self, name, query_shape, value_shape):
+        attention = MultiHeadAttention(
+            num_heads=self.num_heads,
+            dropout=self.attention_dropout,
+            kernel_initializer=self.kernel_initializer,
+            seed=self.seed,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        attention.build(query_shape, value_shape)
+        return attention
+
+    def _build_norm_and_dropout(self, name, x_shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm"
+        )
+        norm.build(x_shape)
+        dropout = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name=f"{name}_dropout"
+        )
+        return norm, dropout
+
+    def _build_feed_forward(self, x_shape):
+        self.feed_forward = FeedForward(
+            self.ff_dim,
+            activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(x_shape)
+        self.feed_forward_norm, self.feed_forward_dropout = self._build_norm_and_dropout(
+            "feed_forward", x_shape
+        )
+
+    def _sublayer(self, x, norm, dropout, sublayer, training):
+        """Post-LN: `LayerNorm(x + Dropout(Sublayer(x)))`; pre-LN: `x + Dropout(Sublayer(LayerNorm(x)))`.
+
+        `sublayer` returns either the output or a tuple `(output, *extras)`; extras
+        (attention scores, caches) are passed through.
+        """
+        result = sublayer(norm(x) if self.norm_first else x)
+        outputs, extras = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+        x = x + dropout(outputs, training=training)
+        if not self.norm_first:
+            x = norm(x)
+        return (x, *extras)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "ff_dim": self.ff_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderBlock(_ResidualBlock):
+    """One Transformer encoder layer: self-attention then a position-wise FFN.
+
+    Each sub-layer is `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN, the paper), or
+    `x + Dropout(Sublayer(LayerNorm(x)))` with `norm_first=True` (pre-LN; put a final
+    `LayerNormalization` after a pre-LN stack, as `Transformer` does).
+
+    Args:
+        num_heads: int. Attention heads (paper: 8); d_k = d_model / num_heads.
+        ff_dim: int. Inner FFN width (paper: 2048).
+        dropout: float. Dropout on each sub-layer output. Defaults to `0.1`.
+        attention_dropout: float. Dropout on attention probabilities. Defaults to `0.0`.
+        activation: str or callable. FFN activation. Defaults to `"relu"`.
+        norm_first: bool. Pre-LN instead of the paper's post-LN. Defaults to `False`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        kernel_initializer: initializer of all kernels. Defaults to `"glorot_uniform"`.
+        seed: int. Dropout seed. Defaults to `None`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        x: `(batch, length, d_model)` input sequence.
+        padding_mask: `(batch, length)` bool/int, `True`/1 at real tokens. When not
+            given, the implicit Keras mask of `x` (e.g. from
+            `PositionalEmbedding(mask_zero=True)`) is used.
+        training: bool. Enables dropout.
+
+    Returns:
+        `(batch, length, d_model)`, carrying the input's Keras mask.
+
+    Example:
+
+    >>> import numpy as np
+    >>> block = EncoderBlock(num_heads=2, ff_dim=16)
+    >>> x = np.random.rand(2, 5, 8).astype("float32")
+    >>> tuple(block(x, padding_mask=np.array([[1, 1, 1, 0, 0]] * 2)).shape)
+    (2, 5, 8)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, §3.1.
+    """
+
+    def build(self, x_shape):
+        self.self_attention = self._build_attention("self_attention", x_shape, x_shape)
+        self.self_attention_norm, self.self_attention_dropout = self._build_norm_and_dropout(
+            "self_attention", x_shape
+        )
+        self._build_feed_forward(x_shape)
+        self.built = True
+
+    def call(self, x, padding_mask=None, training=None, mask=None):
+        if padding_mask is None:
+            padding_mask = mask  # implicit Keras mask of `x`
+
+        def attend(y):
+            return self.self_attention(
+                y, y, query_mask=padding_mask, value_mask=padding_mask, training=training
+            )
+
+        (x,) = self._sublayer(
+            x, self.self_attention_norm, self.self_attention_dropout, attend, training
+        )
+        (x,) = self._sublayer(
+            x, self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward, training
+        )
+        return x
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape)

@@ -1,0 +1,273 @@
+"""Multi-head scaled dot-product attention (paper §3.2), with a decoding cache."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masking import ensure_attendable, large_negative_number, merge_masks
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention with an optional key/value cache.
+
+    `Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V`, computed by `num_heads` heads in
+    parallel on learned projections, concatenated and projected back to the query's
+    feature size: `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O`.
+
+    When no attention dropout is active and no scores are requested, the fused
+    `keras.ops.dot_product_attention` kernel is used; otherwise an explicit softmax.
+
+    Args:
+        num_heads: int. Number of attention heads (paper: 8).
+        key_dim: int. Size of each head for query and key. Defaults to the query
+            feature size // `num_heads` (paper: d_k = d_model / h).
+        value_dim: int. Size of each head for value. Defaults to `key_dim`.
+        dropout: float. Dropout rate on the attention probabilities. Defaults to `0.0`.
+        use_bias: bool. Whether the projections use biases. Defaults to `True`.
+        kernel_initializer: initializer for the projection kernels. Defaults to
+            `"glorot_uniform"`.
+        bias_initializer: initializer for the biases. Defaults to `"zeros"`.
+        seed: int. Seed of the attention dropout. Defaults to `None`.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(batch, q_len, dim)` query sequence.
+        value: `(batch, v_len, dim_v)` value sequence. May be `None` when `cache`
+            holds precomputed keys/values and `cache_index` is `None`.
+        key: `(batch, v_len, dim_k)`, defaults to `value`.
+        query_mask: `(batch, q_len)` bool, `True` at real query positions. Filled from
+            the implicit Keras mask of `query` when not given.
+        value_mask: `(batch, v_len)` bool, `True` at real value positions (the padding
+            mask of the attended sequence). Filled from the implicit Keras mask.
+        key_mask: `(batch, v_len)` bool, defaults to `value_mask`.
+        attention_mask: `(batch, q_len, v_len)` bool, `True` where attending is allowed.
+        use_causal_mask: bool. Forbid attending to later positions.
+        return_attention_scores: bool. Also return `(batch, heads, q_len, v_len)`
+            attention probabilities.
+        training: bool. Enables attention dropout.
+        cache: optional dict `{"key": (batch, max_len, heads, key_dim),
+            "value": (batch, max_len, heads, value_dim)}`. With `cache_index`, the
+            keys/values of the new positions are written into it at `cache_index`
+            (static shapes, `slice_update`) and attention runs over the whole cache,
+            masked to the positions written so far. Without `cache_index`, the cache
+            holds precomputed keys/values (cross-attention) that are used as they are.
+        cache_index: int or scalar int tensor. Position of the first query token.
+
+    Returns:
+        `(batch, q_len, dim)` outputs; then the scores if `return_attention_scores`;
+        then the updated cache if `cache` was given (as a tuple).
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = MultiHeadAttention(num_heads=2)
+    >>> x = np.random.rand(3, 5, 8).astype("float32")
+    >>> tuple(layer(x, x, use_causal_mask=True).shape)
+    (3, 5, 8)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, §3.2.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
+        for arg, val in (("key_dim", key_dim), ("value_dim", value_dim)):
+            if val is not None and (not isinstance(val, int) or val < 1):
+                raise ValueError(f"`{arg}` must be a positive int or None. Received: {arg}={val}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        query_dim = query_shape[-1]
+        if value_shape is None:
+            value_shape = query_shape
+        if key_shape is None:
+            key_shape = value_shape
+        if self.key_dim is None and query_dim % self.num_heads:
+            raise ValueError(
+                "The query feature size must be divisible by `num_heads` when `key_dim` is "
+                f"not given. Received: query feature size={query_dim}, num_heads={self.num_heads}"
+            )
+        self._key_dim = self.key_dim or query_dim // self.num_heads
+        self._value_dim = self.value_dim or self._key_dim
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units,
+                use_bias=self.use_bias,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.query_dense = dense(self.num_heads * self._key_dim, "query")
+        self.query_dense.build(query_shape)
+        self.key_dense = dense(self.num_heads * self._key_dim, "key")
+        self.key_dense.build(key_shape)
+        self.value_dense = dense(self.num_heads * self._value_dim, "value")
+        self.value_dense.build(value_shape)
+        self.output_dense = dense(query_dim, "attention_output")
+        self.output_dense.build((None, None, self.num_heads * self._value_dim))
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.built = True
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_index=None,
+    ):
+        if key_mask is None:
+            key_mask = value_mask
+        query_heads = self._split_heads(self.query_dense(query), self._key_dim)  # (b, q, h, dk)
+        q_len = ops.shape(query)[1]
+        query_offset = 0
+        if cache is not None and cache_index is None:
+            # Precomputed keys/values (cross-attention while decoding).
+            key_heads, value_heads = cache["key"], cache["value"]
+        else:
+            if value is None:
+                raise ValueError("`value` is required unless a precomputed `cache` is given.")
+            if key is None:
+                key = value
+            key_heads = self._split_heads(self.key_dense(key), self._key_dim)  # (b, k, h, dk)
+            value_heads = self._split_heads(self.value_dense(value), self._value_dim)
+            if cache is not None:
+                index = ops.cast(cache_index, "int32")
+                zero = ops.zeros((), "int32")
+                start = [zero, index, zero, zero]
+                key_heads = ops.slice_update(
+                    cache["key"], start, ops.cast(key_heads, cache["key"].dtype)
+                )
+                value_heads = ops.slice_update(
+                    cache["value"], start, ops.cast(value_heads, cache["value"].dtype)
+                )
+                cache = {"key": key_heads, "value": value_heads}
+                query_offset = index
+                # Only positions written so far are valid keys.
+                max_len = ops.shape(key_heads)[1]
+                written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
+                written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
+                key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+        k_len = ops.shape(key_heads)[1]
+        mask = merge_masks(
+            q_len,
+            k_len,
+            query_mask=query_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            query_offset=query_offset,
+        )
+        mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
+        use_dropout = bool(training) and self.dropout > 0
+        scores = None
+        # The fused kernels need equal key and value head sizes on some backends.
+        if return_attention_scores or use_dropout or self._key_dim != self._value_dim:
+            outputs, scores = self._explicit_attention(
+                query_heads, key_heads, value_heads, mask, training
+            )
+        else:
+            outputs = ops.dot_product_attention(
+                query_heads,
+                ops.cast(key_heads, query_heads.dtype),
+                ops.cast(value_heads, query_heads.dtype),
+                mask=mask,
+                scale=1.0 / math.sqrt(self._key_dim),
+            )  # (batch, q_len, heads, value_dim)
+        batch = ops.shape(outputs)[0]
+        outputs = ops.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
+        outputs = self.output_dense(outputs)  # (batch, q_len, query_dim)
+        results = (outputs,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def _split_heads(self, x, head_dim):
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
+
+    def _explicit_attention(self, query_heads, key_heads, value_heads, mask, training):
+        scale = 1.0 / math.sqrt(self._key_dim)
+        key_heads = ops.cast(key_heads, query_heads.dtype)
+        value_heads = ops.cast(value_heads, query_heads.dtype)
+        # Softmax in float32 for stability under mixed precision.
+        logits = ops.einsum("bqhd,bkhd->bhqk", query_heads, key_heads)  # (b, h, q, k)
+        logits = ops.cast(logits, "float32") * scale
+        if mask is not None:
+            logits = ops.where(mask, logits, large_negative_number("float32"))
+        probs = ops.softmax(logits, axis=-1)
+        probs = ops.cast(probs, query_heads.dtype)
+        dropped = self.dropout_layer(probs, training=training)
+        outputs = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)  # (b, q, h, dv)
+        return outputs, probs
+
+    def init_cache(self, batch_size, max_length, dtype=None):
+        """Zero self-attention cache `{"key", "value"}` of `max_length` positions."""
+        dtype = dtype or self.compute_dtype
+        return {
+            "key": ops.zeros((batch_size, max_length, self.num_heads, self._key_dim), dtype),
+            "value": ops.zeros((batch_size, max_length, self.num_heads, self._value_dim), dtype),
+        }
+
+    def precompute_cache(self, value, key=None):
+        """Projects `value` (and `key`) once into a cache for cross-attention."""
+        key = value if key is None else key
+        return {
+            "key": self._split_heads(self.key_dense(key), self._key_dim),
+            "value": self._split_heads(self.value_dense(value), self._value_dim),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

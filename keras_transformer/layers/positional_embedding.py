@@ -1,0 +1,166 @@
+"""Token embedding × √d_model plus sinusoidal position encoding (paper §3.4, §3.5)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32"):
+    """The paper's position encodings for positions `start_index .. start_index+length-1`.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i/d_model))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))`.
+
+    Args:
+        length: int or scalar tensor. Number of positions.
+        d_model: int. Even model width.
+        start_index: int or scalar tensor. First position. Defaults to `0`.
+        dtype: output dtype. Defaults to `"float32"`.
+
+    Returns:
+        `(length, d_model)` tensor.
+    """
+    positions = ops.cast(ops.arange(length), "float32") + ops.cast(start_index, "float32")
+    two_i = ops.cast(ops.arange(0, d_model, 2), "float32")  # (d_model/2,)
+    inverse_freq = ops.exp(two_i * (-math.log(10000.0) / d_model))  # 1 / 10000^(2i/d)
+    angles = positions[:, None] * inverse_freq[None, :]  # (length, d_model/2)
+    # Interleave: sin on even dimensions, cos on odd ones.
+    encoding = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (length, d/2, 2)
+    return ops.cast(ops.reshape(encoding, (-1, d_model)), dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEmbedding(keras.layers.Layer):
+    """Token embedding scaled by √d_model plus sinusoidal encodings, then dropout.
+
+    The same matrix can also produce the pre-softmax logits `x · Eᵀ` (paper §3.4:
+    weights shared between the embeddings and the output projection): call with
+    `reverse=True`.
+
+    Args:
+        vocab_size: int. Number of token ids.
+        d_model: int. Even embedding width (paper: 512).
+        dropout: float. Dropout on the sum of embedding and encoding. Defaults to `0.1`.
+        mask_zero: bool. Token id 0 is padding: the output carries a Keras mask.
+            Defaults to `True`.
+        scale: bool. Multiply token embeddings by √d_model. Defaults to `True`.
+        embeddings_initializer: initializer of the embedding matrix. Defaults to a
+            normal with stddev d_model^-0.5, so that scaled embeddings have unit
+            variance like the encodings they are added to.
+        seed: int. Dropout seed. Defaults to `None`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: int `(batch, length)` token ids; with `reverse=True`, float
+            `(batch, length, d_model)` hidden states.
+        start_index: int or scalar tensor. Position of the first token (decoding one
+            step at a time). Defaults to `0`.
+        reverse: bool. Return float32 logits `(batch, length, vocab_size)` = `inputs · Eᵀ`.
+        training: bool. Enables dropout.
+
+    Returns:
+        `(batch, length, d_model)` embeddings carrying a padding mask when
+        `mask_zero`, or float32 logits when `reverse=True`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = PositionalEmbedding(vocab_size=100, d_model=8)
+    >>> x = layer(np.array([[5, 6, 0]]))
+    >>> tuple(x.shape)
+    (1, 3, 8)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, §3.4 and §3.5.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        dropout=0.1,
+        mask_zero=True,
+        scale=True,
+        embeddings_initializer=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(vocab_size, int) or vocab_size < 1:
+            raise ValueError(f"`vocab_size` must be a positive int. Received: vocab_size={vocab_size}")
+        if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+            raise ValueError(
+                f"`d_model` must be a positive even int (sin/cos pairs). Received: d_model={d_model}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.dropout = dropout
+        self.mask_zero = mask_zero
+        self.scale = scale
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.seed = seed
+        self.supports_masking = mask_zero
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=self.embeddings_initializer,
+            trainable=True,
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+        self.built = True
+
+    def call(self, inputs, start_index=0, reverse=False, training=None):
+        if reverse:
+            # Pre-softmax projection with the shared matrix, in float32.
+            hidden = ops.cast(inputs, "float32")
+            return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+        inputs = ops.cast(inputs, "int32")
+        x = ops.take(self.embeddings, inputs, axis=0)  # (batch, length, d_model)
+        x = ops.cast(x, self.compute_dtype)
+        if self.scale:
+            x = x * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
+        encoding = sinusoidal_encoding(
+            ops.shape(inputs)[1], self.d_model, start_index, self.compute_dtype
+        )
+        x = x + encoding[None]
+        return self.dropout_layer(x, training=training)
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero or "int" not in str(inputs.dtype):
+            return None  # no mask on float (reverse) inputs: logits carry none.
+        return ops.not_equal(inputs, 0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "dropout": self.dropout,
+                "mask_zero": self.mask_zero,
+                "scale": self.scale,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+    def compute_output_shape(self, inputs_shape, start_index=0, reverse=False):
+        if reverse:
+            return tuple(inputs_shape[:-1]) + (self.vocab_size,)
+        return tuple(inputs_shape) + (self.d_model,)
+
+    def compute_output_spec(self, inputs, start_index=0, reverse=False, training=None):
+        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
+        dtype = "float32" if reverse else self.compute_dtype
+        return keras.KerasTensor(shape, dtype=dtype)

@@ -1,0 +1,58 @@
+"""Token accuracy over real (non-padding) positions."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of non-padding target tokens whose argmax prediction is right.
+
+    Args:
+        ignore_class: int or None. Target id to ignore (padding). Defaults to `0`.
+        name: str. Defaults to `"masked_accuracy"`.
+
+    Call arguments (`update_state`):
+        y_true: int `(batch, length)` target ids.
+        y_pred: float `(batch, length, vocab)` logits or probabilities.
+        sample_weight: optional `(batch,)` or `(batch, length)` weights.
+
+    Example:
+
+    >>> import numpy as np
+    >>> metric = MaskedAccuracy()
+    >>> metric.update_state(np.array([[1, 2, 0]]), np.eye(3)[[[1, 1, 2]]])
+    >>> float(metric.result())
+    0.5
+    """
+
+    def __init__(self, ignore_class=0, name="masked_accuracy", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.ignore_class = ignore_class
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        weights = ops.ones_like(y_true, dtype="float32")
+        if self.ignore_class is not None:
+            weights = ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            while len(sample_weight.shape) < len(weights.shape):
+                sample_weight = sample_weight[..., None]
+            weights = weights * sample_weight
+        hits = ops.cast(ops.equal(y_true, predicted), "float32") * weights
+        self.correct.assign_add(ops.cast(ops.sum(hits), self.dtype))
+        self.total.assign_add(ops.cast(ops.sum(weights), self.dtype))
+
+    def result(self):
+        return self.correct / ops.maximum(self.total, 1e-9)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.total.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_class": self.ignore_class}

@@ -1,0 +1,27 @@
+"""Tokenizers: a reversible WordPiece `Tokenizer` layer and `train_tokenizer`.
+
+Importing this package does not import TensorFlow: TensorFlow and tensorflow-text are imported
+lazily, when a tokenizer is trained or first used.
+"""
+
+from keras_transformer.text.normalization import normalize
+from keras_transformer.text.tokenizer import (
+    END_TOKEN,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_TOKEN,
+    UNK_TOKEN,
+    Tokenizer,
+)
+from keras_transformer.text.training import train_tokenizer
+
+__all__ = [
+    "END_TOKEN",
+    "PAD_TOKEN",
+    "RESERVED_TOKENS",
+    "START_TOKEN",
+    "UNK_TOKEN",
+    "Tokenizer",
+    "normalize",
+    "train_tokenizer",
+]

@@ -1,0 +1,131 @@
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers.masking import merge_masks
+from tests.test_case import (
+    assert_config_round_trip,
+    assert_symbolic_matches_eager,
+    restore,
+    snapshot,
+    to_numpy,
+)
+
+
+def numpy_attention(layer, query, value, mask=None):
+    """Reference softmax(Q Kᵀ / √d_k) V with the layer's own projection weights."""
+    heads, key_dim = layer.num_heads, layer._key_dim
+
+    def project(dense, x, dim):
+        y = x @ to_numpy(dense.kernel) + to_numpy(dense.bias)
+        return y.reshape(x.shape[0], x.shape[1], heads, dim).transpose(0, 2, 1, 3)
+
+    q = project(layer.query_dense, query, key_dim)
+    k = project(layer.key_dense, value, key_dim)
+    v = project(layer.value_dense, value, layer._value_dim)
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(key_dim)  # (b, h, q, k)
+    if mask is not None:
+        logits = np.where(mask, logits, -1e9)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    out = (probs @ v).transpose(0, 2, 1, 3).reshape(query.shape[0], query.shape[1], -1)
+    return out @ to_numpy(layer.output_dense.kernel) + to_numpy(layer.output_dense.bias), probs
+
+
+@pytest.mark.parametrize("scores", [False, True], ids=["fused", "explicit"])
+def test_matches_numpy_reference_with_and_without_masks(scores):
+    rng = np.random.default_rng(0)
+    query = rng.normal(size=(2, 5, 16)).astype("float32")
+    value = rng.normal(size=(2, 7, 16)).astype("float32")
+    layer = MultiHeadAttention(num_heads=4)
+    layer(query, value)
+    value_mask = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
+    for kwargs, mask in [
+        ({}, None),
+        ({"value_mask": value_mask}, value_mask[:, None, None, :]),
+    ]:
+        expected, expected_probs = numpy_attention(layer, query, value, mask)
+        result = layer(query, value, return_attention_scores=scores, **kwargs)
+        if scores:
+            result, probs = result
+            np.testing.assert_allclose(to_numpy(probs), expected_probs, atol=1e-5)
+        np.testing.assert_allclose(to_numpy(result), expected, atol=1e-4)
+    # Causal self-attention.
+    causal = np.tril(np.ones((5, 5), bool))[None, None]
+    expected, _ = numpy_attention(layer, query, query, causal)
+    result = layer(query, query, use_causal_mask=True, return_attention_scores=scores)
+    result = result[0] if scores else result
+    np.testing.assert_allclose(to_numpy(result), expected, atol=1e-4)
+
+
+def test_key_dim_defaults_to_paper_width_and_output_to_query_size():
+    layer = MultiHeadAttention(num_heads=8)
+    out = layer(np.zeros((1, 3, 64), "float32"), np.zeros((1, 4, 32), "float32"))
+    assert layer._key_dim == 8  # d_k = d_model / h, not d_model
+    assert tuple(layer.query_dense.kernel.shape) == (64, 64)
+    assert tuple(out.shape) == (1, 3, 64)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_causal_with_and_without_dropout(dropout):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, dropout=dropout, seed=3)
+    layer(x, x)
+    state = snapshot(layer)
+    base = to_numpy(layer(x, x, use_causal_mask=True, training=True))
+    for t in range(5):
+        changed = x.copy()
+        changed[:, t + 1 :] = rng.normal(size=changed[:, t + 1 :].shape)
+        restore(layer, state)  # same dropout masks
+        out = to_numpy(layer(changed, changed, use_causal_mask=True, training=True))
+        np.testing.assert_allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5)
+        assert not np.allclose(out[:, t + 1 :], base[:, t + 1 :], atol=1e-3)
+
+
+def test_fully_masked_rows_are_finite_on_both_paths():
+    x = np.random.default_rng(2).normal(size=(2, 4, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2)
+    empty = np.zeros((2, 4), bool)
+    for scores in (False, True):
+        out = layer(x, x, value_mask=empty, return_attention_scores=scores)
+        out = out[0] if scores else out
+        assert np.isfinite(to_numpy(out)).all()
+
+
+def test_cache_matches_full_attention_step_by_step():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2)
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    cache = layer.init_cache(2, 5)
+    for index in range(5):
+        step, cache = layer(
+            x[:, index : index + 1], x[:, index : index + 1], use_causal_mask=True,
+            cache=cache, cache_index=index,
+        )
+        np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
+
+
+def test_merge_masks_combines_all_kinds():
+    mask = merge_masks(
+        3, 3, query_mask=np.array([[1, 1, 0]]), key_mask=np.array([[1, 0, 1]]),
+        use_causal_mask=True,
+    )
+    expected = np.array([[1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
+    np.testing.assert_array_equal(to_numpy(mask)[0, 0], expected)
+
+
+def test_config_symbolic_and_errors():
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, dropout=0.1, seed=4)
+    x = np.zeros((2, 3, 8), "float32")
+    assert_symbolic_matches_eager(layer, [x, x], return_attention_scores=True)
+    assert_config_round_trip(layer)
+    with pytest.raises(ValueError, match="num_heads=0"):
+        MultiHeadAttention(num_heads=0)
+    with pytest.raises(ValueError, match="dropout=1.5"):
+        MultiHeadAttention(num_heads=2, dropout=1.5)
+    with pytest.raises(ValueError, match="num_heads=3"):
+        MultiHeadAttention(num_heads=3)(x, x)
+    assert ops.shape(layer(x, x))[-1] == 8

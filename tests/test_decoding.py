@@ -1,0 +1,701 @@
+"""Tests for `keras_transformer.decoding`: greedy and beam search over stub models.
+
+Most tests use small hand-written probability tables, so the expected sequences and scores
+can be worked out on paper (the working is in the comments). The others use a random
+recurrent stub whose cache carries a hidden state, and check the searches against a NumPy
+re-scoring of every returned hypothesis.
+"""
+
+import contextlib
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer.decoding import beam_search, greedy_search, length_penalty
+
+PAD, END, START, A, B, C, D, E = range(8)
+VOCAB_SIZE = 8
+BACKEND = keras.backend.backend()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def probability_row(probabilities):
+    """Log-probability row: the given `{token: p}`, the rest shared by decreasing weights.
+
+    The unnamed tokens get unequal shares so that no two candidates ever tie (backends
+    break top-k ties differently).
+    """
+    row = np.zeros(VOCAB_SIZE)
+    for token, probability in probabilities.items():
+        row[token] = probability
+    rest = [token for token in range(VOCAB_SIZE) if token not in probabilities]
+    leftover = 1.0 - sum(probabilities.values())
+    assert leftover > 0
+    weights = np.array([1.0 / (rank + 2) for rank in range(len(rest))])
+    row[rest] = leftover * weights / weights.sum()
+    return np.log(row)
+
+
+def bigram_table(rows):
+    """`(VOCAB_SIZE, VOCAB_SIZE)` table of next-token logits indexed by the previous token.
+
+    Rows not given are uniform-ish (`probability_row({})`).
+    """
+    table = np.stack([probability_row({}) for _ in range(VOCAB_SIZE)])
+    for previous, probabilities in rows.items():
+        table[previous] = probability_row(probabilities)
+    return table.astype("float32")
+
+
+def log_softmax(logits):
+    logits = np.asarray(logits, "float64")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def log_prob(table, start, sequence):
+    """Sum of log probabilities of `sequence` under a bigram table (float64)."""
+    total, previous = 0.0, start
+    for token in sequence:
+        total += log_softmax(table[previous])[token]
+        previous = token
+    return total
+
+
+def penalty(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class CallCounter:
+    """Bigram stub that counts its calls and threads a counter leaf through the cache.
+
+    The counter leaf must equal `index` at every call: the cache returned by one call is the
+    cache given to the next one, also after beams are reselected.
+    """
+
+    def __init__(self, table):
+        self.table = table
+        self.calls = 0
+
+    def initial_cache(self, batch_size):
+        return {"calls": ops.zeros((batch_size,), "int32")}
+
+    def __call__(self, tokens, cache, index):
+        self.calls += 1
+        np.testing.assert_array_equal(ops.convert_to_numpy(cache["calls"]), int(index))
+        logits = ops.take(ops.convert_to_tensor(self.table), tokens[:, 0], axis=0)
+        return logits, {"calls": cache["calls"] + 1}
+
+
+@contextlib.contextmanager
+def python_loops():
+    """Runs `ops.while_loop` as a Python loop, so a stub sees one call per step.
+
+    TensorFlow (eager) and torch already do; JAX's `lax.while_loop` traces its body once
+    unless jit is disabled.
+    """
+    if BACKEND == "jax":
+        import jax
+
+        with jax.disable_jit():
+            yield
+    else:
+        yield
+
+
+def bigram(table):
+    table = ops.convert_to_tensor(table)
+
+    def next_logits(tokens, cache, index):
+        return ops.take(table, tokens[:, 0], axis=0), cache
+
+    return next_logits
+
+
+def starts(*tokens):
+    return ops.convert_to_tensor(np.array(tokens, "int32"))
+
+
+def to_numpy(*tensors):
+    return [ops.convert_to_numpy(tensor) for tensor in tensors]
+
+
+class RandomRecurrentStub:
+    """A deterministic random recurrent "decoder" written with `keras.ops`.
+
+    `state = tanh(state @ recurrent + embedding[token] + memory)`,
+    `logits = state @ projection + bias`. The cache is the nested pytree
+    `{"memory": (batch, hidden), "layers": [{"state": (batch, hidden)}], "steps": (counter,)}`,
+    so the next-token distribution depends on the whole history through the cache, and the
+    per-example `memory` stands in for an encoder output.
+    """
+
+    def __init__(self, seed, vocab_size=11, hidden_dim=8, end_bias=1.0):
+        rng = np.random.default_rng(seed)
+        self.vocab_size = vocab_size
+        self.embedding = rng.normal(size=(vocab_size, hidden_dim)).astype("float32")
+        self.recurrent = (0.6 * rng.normal(size=(hidden_dim, hidden_dim))).astype("float32")
+        self.projection = (1.5 * rng.normal(size=(hidden_dim, vocab_size))).astype("float32")
+        self.bias = np.zeros(vocab_size, "float32")
+        self.bias[END] = end_bias
+        self.hidden_dim = hidden_dim
+
+    def memory(self, batch_size, seed):
+        rng = np.random.default_rng(seed)
+        return rng.normal(size=(batch_size, self.hidden_dim)).astype("float32")
+
+    def initial_cache(self, memory):
+        memory = ops.convert_to_tensor(memory)
+        return {
+            "memory": memory,
+            "layers": [{"state": ops.zeros_like(memory)}],
+            "steps": (ops.zeros((ops.shape(memory)[0],), "int32"),),
+        }
+
+    def __call__(self, tokens, cache, index):
+        state = ops.tanh(
+            ops.matmul(cache["layers"][0]["state"], ops.convert_to_tensor(self.recurrent))
+            + ops.take(ops.convert_to_tensor(self.embedding), tokens[:, 0], axis=0)
+            + cache["memory"]
+        )
+        logits = ops.matmul(state, ops.convert_to_tensor(self.projection)) + self.bias
+        new_cache = {
+            "memory": cache["memory"],
+            "layers": [{"state": state}],
+            "steps": (cache["steps"][0] + 1,),
+        }
+        return logits, new_cache
+
+    def rescore(self, memory_row, start, sequence, pad_id=PAD):
+        """NumPy teacher-forced log probability and length of one returned sequence.
+
+        Also checks that everything after the first end token is padding.
+        """
+        state = np.zeros(self.hidden_dim)
+        previous, total = start, 0.0
+        for position, token in enumerate(sequence):
+            state = np.tanh(state @ self.recurrent + self.embedding[previous] + memory_row)
+            total += log_softmax(state @ self.projection + self.bias)[token]
+            if token == END:
+                assert all(t == pad_id for t in sequence[position + 1 :]), sequence
+                return total, position + 1
+            previous = token
+        return total, len(sequence)
+
+
+# --------------------------------------------------------------------------- length penalty
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
+def test_length_penalty_matches_gnmt_formula(alpha):
+    lengths = np.array([1, 2, 5, 10, 50], "int32")
+    values = ops.convert_to_numpy(length_penalty(ops.convert_to_tensor(lengths), alpha))
+    np.testing.assert_allclose(values, ((5.0 + lengths) / 6.0) ** alpha, rtol=1e-6)
+    # One generated token is never penalised; alpha=0 never penalises.
+    assert float(length_penalty(1, alpha)) == 1.0
+    if alpha == 0.0:
+        np.testing.assert_array_equal(values, 1.0)
+
+
+# --------------------------------------------------------------------------- greedy search
+
+# After START: A (0.6) beats B (0.3). After A: C (0.5) beats END (0.4). After C: END (0.7).
+# After B: END (0.8).
+GREEDY_TABLE = bigram_table(
+    {
+        START: {A: 0.6, B: 0.3},
+        A: {C: 0.5, END: 0.4},
+        C: {END: 0.7},
+        B: {END: 0.8},
+    }
+)
+
+
+def test_greedy_picks_most_probable_tokens_and_pads_after_end():
+    stub = CallCounter(GREEDY_TABLE)
+    with python_loops():
+        sequences, scores = greedy_search(
+            stub, stub.initial_cache(2), starts(START, B), max_length=6, end_id=END
+        )
+    sequences, scores = to_numpy(sequences, scores)
+    np.testing.assert_array_equal(
+        sequences, [[A, C, END, PAD, PAD, PAD], [END, PAD, PAD, PAD, PAD, PAD]]
+    )
+    np.testing.assert_allclose(
+        scores,
+        [np.log(0.6) + np.log(0.5) + np.log(0.7), np.log(0.8)],
+        rtol=1e-5,
+    )
+    # Every sequence has ended after 3 steps: the loop stops there, not at max_length.
+    assert stub.calls == 3
+
+
+def test_greedy_uses_pad_id_and_runs_to_max_length_without_end():
+    # From D the chain is D -> E -> D -> E ... and never ends.
+    table = bigram_table({START: {D: 0.9}, D: {E: 0.9}, E: {D: 0.9}, B: {END: 0.8}})
+    sequences, scores = to_numpy(
+        *greedy_search(bigram(table), {}, starts(START, B), max_length=4, end_id=END, pad_id=C)
+    )
+    np.testing.assert_array_equal(sequences, [[D, E, D, E], [END, C, C, C]])
+    np.testing.assert_allclose(scores, [4 * np.log(0.9), np.log(0.8)], rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- beam search
+
+
+def test_beam_search_escapes_the_greedy_trap():
+    # Greedy takes A (0.5) over B (0.4), then C (0.35) and END (0.9): p = 0.1575.
+    # Beam search keeps B and finds B END: p = 0.4 * 0.9 = 0.36.
+    table = bigram_table(
+        {
+            START: {A: 0.5, B: 0.4},
+            A: {C: 0.35, D: 0.3, E: 0.25},
+            B: {END: 0.9},
+            C: {END: 0.9},
+            D: {END: 0.9},
+            E: {END: 0.9},
+        }
+    )
+    greedy_sequences, greedy_scores = to_numpy(
+        *greedy_search(bigram(table), {}, starts(START), max_length=4, end_id=END)
+    )
+    np.testing.assert_array_equal(greedy_sequences, [[A, C, END, PAD]])
+    np.testing.assert_allclose(greedy_scores, [np.log(0.5 * 0.35 * 0.9)], rtol=1e-5)
+
+    sequences, scores = to_numpy(
+        *beam_search(
+            bigram(table), {}, starts(START), max_length=4, end_id=END, beam_size=2, alpha=0.0
+        )
+    )
+    # Second best: A C END (0.1575) beats A D END (0.135).
+    np.testing.assert_array_equal(sequences[0], [[B, END, PAD, PAD], [A, C, END, PAD]])
+    np.testing.assert_allclose(scores[0], [np.log(0.4 * 0.9), np.log(0.5 * 0.35 * 0.9)], rtol=1e-5)
+    assert scores[0, 0] > greedy_scores[0]
+
+
+# short = A END:       p = 0.5 * 0.9,        log p = -0.799, length 2
+# long  = B C D END:   p = 0.45 * 0.97 ** 3, log p = -0.890, length 4
+# alpha = 0: short wins (-0.799 > -0.890).
+# alpha = 1: long wins (-0.890 / (9 / 6) = -0.593 > -0.799 / (7 / 6) = -0.685).
+SHORT_LONG_TABLE = bigram_table(
+    {
+        START: {A: 0.5, B: 0.45},
+        A: {END: 0.9},
+        B: {C: 0.97},
+        C: {D: 0.97},
+        D: {END: 0.97},
+    }
+)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_length_penalty_decides_between_short_and_long_hypotheses(alpha):
+    sequences, scores = to_numpy(
+        *beam_search(
+            bigram(SHORT_LONG_TABLE),
+            {},
+            starts(START),
+            max_length=5,
+            end_id=END,
+            beam_size=2,
+            alpha=alpha,
+        )
+    )
+    short, long = [A, END, PAD, PAD, PAD], [B, C, D, END, PAD]
+    short_score = log_prob(SHORT_LONG_TABLE, START, short[:2]) / penalty(2, alpha)
+    long_score = log_prob(SHORT_LONG_TABLE, START, long[:4]) / penalty(4, alpha)
+    expected = [short, long] if alpha == 0.0 else [long, short]
+    expected_scores = [short_score, long_score] if alpha == 0.0 else [long_score, short_score]
+    np.testing.assert_array_equal(sequences[0], expected)
+    np.testing.assert_allclose(scores[0], expected_scores, rtol=1e-5)
+
+
+def test_finished_hypothesis_keeps_its_score_while_others_go_on():
+    # A END finishes at step 1 with log p = log(0.5 * 0.9). B B B ... (0.3 * 0.95 ** 5) and
+    # C C C ... (0.19 * 0.95 ** 5) never end, so the loop runs to max_length; they are
+    # returned as cut-short hypotheses, scored with the penalty of max_length.
+    table = bigram_table(
+        {
+            START: {A: 0.5, B: 0.3, C: 0.19},
+            A: {END: 0.9},
+            B: {B: 0.95},
+            C: {C: 0.95},
+        }
+    )
+    alpha, max_length = 0.6, 6
+    sequences, scores = to_numpy(
+        *beam_search(
+            bigram(table),
+            {},
+            starts(START),
+            max_length=max_length,
+            end_id=END,
+            beam_size=3,
+            alpha=alpha,
+        )
+    )
+    # B B B B B B and C C C C C C below show that the loop ran all max_length steps.
+    expected = [[A, END, PAD, PAD, PAD, PAD], [B] * 6, [C] * 6]
+    np.testing.assert_array_equal(sequences[0], expected)
+    np.testing.assert_allclose(
+        scores[0],
+        [
+            log_prob(table, START, [A, END]) / penalty(2, alpha),
+            log_prob(table, START, [B] * 6) / penalty(6, alpha),
+            log_prob(table, START, [C] * 6) / penalty(6, alpha),
+        ],
+        rtol=1e-6,
+    )
+
+
+def test_beam_search_stops_when_no_alive_hypothesis_can_win():
+    # Step 0: END finishes (log 0.5). Step 1: A END finishes (log 0.4 * 0.99). Both slots are
+    # full, and the best alive hypothesis (A then anything else, p <= 0.4 * 0.01, or a rare
+    # first token, p <= 0.1) cannot beat -0.84 even with the length penalty of max_length.
+    table = bigram_table({START: {END: 0.5, A: 0.4}, A: {END: 0.99}})
+    stub = CallCounter(table)
+    alpha = 0.6
+    with python_loops():
+        sequences, scores = beam_search(
+            stub,
+            stub.initial_cache(1),
+            starts(START),
+            max_length=10,
+            end_id=END,
+            beam_size=2,
+            alpha=alpha,
+        )
+    sequences, scores = to_numpy(sequences, scores)
+    assert stub.calls == 2
+    np.testing.assert_array_equal(sequences[0, :, :3], [[END, PAD, PAD], [A, END, PAD]])
+    np.testing.assert_array_equal(sequences[0, :, 3:], PAD)
+    np.testing.assert_allclose(
+        scores[0],
+        [np.log(0.5), np.log(0.4 * 0.99) / penalty(2, alpha)],
+        rtol=1e-5,
+    )
+
+
+class FirstTokenCopier:
+    """Stub whose step-2 distribution depends on a cache leaf holding the first token.
+
+    Step 0 (after START): A 0.55, B 0.4.
+    Step 1 (after the first token): after A, C 0.35 / D 0.3 / E 0.25; after B, C 0.9.
+      The alive beams swap: B C (0.36) now beats A C (0.1925).
+    Step 2: repeat the first token (0.9), read from the cache.
+    Step 3: END (0.9).
+    If the cache rows were not reordered with the beams, B C would read A and vice versa.
+    """
+
+    def __init__(self):
+        table = bigram_table({START: {A: 0.55, B: 0.4}, A: {C: 0.35, D: 0.3, E: 0.25}, B: {C: 0.9}})
+        self.table = ops.convert_to_tensor(table)
+        self.copy = ops.convert_to_tensor(
+            np.stack([probability_row({token: 0.9}) for token in range(VOCAB_SIZE)]).astype(
+                "float32"
+            )
+        )
+        self.finish = ops.convert_to_tensor(probability_row({END: 0.9}).astype("float32"))
+
+    def __call__(self, tokens, cache, index):
+        tokens = tokens[:, 0]
+        first = ops.where(index == 1, tokens, cache["first"])
+        copy_logits = ops.take(self.copy, first, axis=0)  # (rows, vocab)
+        finish_logits = ops.zeros_like(copy_logits) + self.finish[None, :]
+        logits = ops.where(
+            index < 2,
+            ops.take(self.table, tokens, axis=0),
+            ops.where(index == 2, copy_logits, finish_logits),
+        )
+        return logits, {"first": first}
+
+
+def test_cache_rows_follow_their_beams():
+    stub = FirstTokenCopier()
+    sequences, scores = to_numpy(
+        *beam_search(
+            stub,
+            {"first": ops.zeros((2,), "int32")},
+            starts(START, START),
+            max_length=4,
+            end_id=END,
+            beam_size=2,
+            alpha=0.0,
+        )
+    )
+    for example in range(2):
+        np.testing.assert_array_equal(sequences[example], [[B, C, B, END], [A, C, A, END]])
+        np.testing.assert_allclose(
+            scores[example],
+            np.log([0.4 * 0.9 * 0.9 * 0.9, 0.55 * 0.35 * 0.9 * 0.9]),
+            rtol=1e-5,
+        )
+
+
+# --------------------------------------------------------------------------- random stubs
+
+
+def random_problem(seed, batch_size=3):
+    stub = RandomRecurrentStub(seed)
+    memory = stub.memory(batch_size, seed=100 + seed)
+    start_tokens = starts(*([START] * batch_size))
+    return stub, memory, start_tokens
+
+
+def test_every_beam_score_is_its_rescored_log_prob_over_its_length_penalty():
+    # The stub's logits depend on the whole history through the cache, so a cache row that
+    # did not follow its beam would give scores that disagree with teacher forcing.
+    stub, memory, start_tokens = random_problem(seed=0, batch_size=4)
+    alpha, max_length = 0.6, 7
+    sequences, scores = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            start_tokens,
+            max_length=max_length,
+            end_id=END,
+            beam_size=4,
+            alpha=alpha,
+        )
+    )
+    for example in range(len(memory)):
+        distinct = {tuple(sequence) for sequence in sequences[example]}
+        assert len(distinct) == 4
+        for sequence, score in zip(sequences[example], scores[example], strict=True):
+            total, length = stub.rescore(memory[example], START, list(sequence))
+            np.testing.assert_allclose(score, total / penalty(length, alpha), rtol=1e-4)
+
+
+def test_beam_size_one_is_greedy():
+    stub, memory, start_tokens = random_problem(seed=1, batch_size=16)
+    greedy = to_numpy(
+        *greedy_search(stub, stub.initial_cache(memory), start_tokens, max_length=8, end_id=END)
+    )
+    beam = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            start_tokens,
+            max_length=8,
+            end_id=END,
+            beam_size=1,
+            alpha=0.0,
+        )
+    )
+    np.testing.assert_array_equal(beam[0][:, 0], greedy[0])
+    np.testing.assert_array_equal(beam[1][:, 0], greedy[1])
+
+
+def reference_beam_search(stub, memory_row, start, max_length, beam_size, alpha):
+    """Plain-Python beam search over the NumPy version of the stub, one example at a time.
+
+    Same rules as `beam_search`: keep the 2 * beam_size best extensions; the ones among the
+    best beam_size that end are finished; the best beam_size others stay alive; stop early
+    once beam_size hypotheses finished and no alive one can beat the worst of them; alive
+    hypotheses left at the end compete with the finished ones.
+    """
+    alive = [(0.0, [], np.zeros(stub.hidden_dim))]  # (log_prob, tokens, state)
+    finished = []  # (score, tokens)
+    for step in range(max_length):
+        candidates = []
+        for total, tokens, state in alive:
+            previous = tokens[-1] if tokens else start
+            state = np.tanh(state @ stub.recurrent + stub.embedding[previous] + memory_row)
+            log_probs = log_softmax(state @ stub.projection + stub.bias)
+            for token in range(stub.vocab_size):
+                candidates.append((total + log_probs[token], tokens + [token], state))
+        candidates = sorted(candidates, key=lambda candidate: -candidate[0])[: 2 * beam_size]
+        for total, tokens, _ in candidates[:beam_size]:
+            if tokens[-1] == END:
+                finished.append((total / penalty(step + 1, alpha), tokens))
+        finished = sorted(finished, key=lambda hypothesis: -hypothesis[0])[:beam_size]
+        alive = [candidate for candidate in candidates if candidate[1][-1] != END][:beam_size]
+        best_possible = alive[0][0] / penalty(max_length, alpha)
+        if len(finished) == beam_size and finished[-1][0] >= best_possible:
+            break
+    finished += [(total / penalty(len(tokens), alpha), tokens) for total, tokens, _ in alive]
+    best = sorted(finished, key=lambda hypothesis: -hypothesis[0])[:beam_size]
+    sequences = [tokens + [PAD] * (max_length - len(tokens)) for _, tokens in best]
+    return np.array(sequences), np.array([score for score, _ in best])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_beam_search_matches_a_plain_python_reference(seed):
+    stub, memory, start_tokens = random_problem(seed, batch_size=6)
+    alpha, max_length, beam_size = 0.6, 8, 4
+    sequences, scores = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            start_tokens,
+            max_length=max_length,
+            end_id=END,
+            beam_size=beam_size,
+            alpha=alpha,
+        )
+    )
+    for example in range(len(memory)):
+        expected_sequences, expected_scores = reference_beam_search(
+            stub, memory[example], START, max_length, beam_size, alpha
+        )
+        np.testing.assert_array_equal(sequences[example], expected_sequences)
+        np.testing.assert_allclose(scores[example], expected_scores, rtol=1e-4)
+
+
+def test_beam_of_four_usually_beats_greedy():
+    # Beam search is not guaranteed to score at least as well as greedy: the greedy prefix
+    # can be pruned by beam_size better prefixes that later fare worse (example 3 here; the
+    # plain-Python reference agrees). On these 16 random problems beam search is at least as
+    # good 15 times and strictly better 7 times.
+    alpha, max_length = 0.6, 8
+    stub, memory, start_tokens = random_problem(seed=1, batch_size=16)
+    greedy_sequences, greedy_scores = to_numpy(
+        *greedy_search(
+            stub, stub.initial_cache(memory), start_tokens, max_length=max_length, end_id=END
+        )
+    )
+    _, beam_scores = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            start_tokens,
+            max_length=max_length,
+            end_id=END,
+            beam_size=4,
+            alpha=alpha,
+        )
+    )
+    beam_best, greedy_penalised = [], []
+    for example, sequence in enumerate(greedy_sequences):
+        ends = np.flatnonzero(sequence == END)
+        length = ends[0] + 1 if len(ends) else max_length
+        greedy_penalised.append(greedy_scores[example] / penalty(length, alpha))
+        beam_best.append(beam_scores[example, 0])
+    beam_best, greedy_penalised = np.array(beam_best), np.array(greedy_penalised)
+    assert np.sum(beam_best >= greedy_penalised - 1e-5) >= 15
+    assert np.sum(beam_best > greedy_penalised + 1e-3) >= 5
+
+
+def test_unfinished_example_returns_its_alive_beams():
+    # END is never likely (a large negative bias), so no beam finishes in 3 steps: the
+    # example returns its alive beams, scored with the penalty of max_length.
+    stub = RandomRecurrentStub(seed=5, end_bias=-30.0)
+    memory = stub.memory(2, seed=7)
+    alpha, max_length = 0.6, 3
+    sequences, scores = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            starts(START, START),
+            max_length=max_length,
+            end_id=END,
+            beam_size=3,
+            alpha=alpha,
+        )
+    )
+    assert not np.any(sequences == END)
+    for example in range(2):
+        assert np.all(np.diff(scores[example]) <= 0)
+        for sequence, score in zip(sequences[example], scores[example], strict=True):
+            total, length = stub.rescore(memory[example], START, list(sequence))
+            assert length == max_length
+            np.testing.assert_allclose(score, total / penalty(max_length, alpha), rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- tracing
+
+
+def decode_both(stub, memory, start_tokens):
+    greedy = greedy_search(stub, stub.initial_cache(memory), start_tokens, max_length=6, end_id=END)
+    beam = beam_search(
+        stub,
+        stub.initial_cache(memory),
+        start_tokens,
+        max_length=6,
+        end_id=END,
+        beam_size=3,
+        alpha=0.6,
+    )
+    return greedy, beam
+
+
+def assert_same_results(actual, expected):
+    actual, expected = keras.tree.flatten(actual), keras.tree.flatten(expected)
+    for got, want in zip(actual, expected, strict=True):
+        got, want = ops.convert_to_numpy(got), ops.convert_to_numpy(want)
+        if got.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.function tracing test")
+def test_traces_once_under_tf_function_jit_compile():
+    import tensorflow as tf
+
+    stub = RandomRecurrentStub(seed=0)
+    traces = []
+
+    @tf.function(jit_compile=True)
+    def decode(memory, start_tokens):
+        traces.append(1)
+        return decode_both(stub, memory, start_tokens)
+
+    for seed in (1, 2):
+        memory = stub.memory(3, seed=seed)
+        start_tokens = starts(START, A, B)
+        compiled = decode(tf.constant(memory), start_tokens)
+    assert_same_results(compiled, decode_both(stub, memory, start_tokens))
+    assert len(traces) == 1
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit tracing test")
+def test_traces_once_under_jax_jit():
+    import jax
+
+    stub = RandomRecurrentStub(seed=0)
+    traces = []
+
+    @jax.jit
+    def decode(memory, start_tokens):
+        traces.append(1)
+        return decode_both(stub, memory, start_tokens)
+
+    for seed in (1, 2):
+        memory = stub.memory(3, seed=seed)
+        start_tokens = starts(START, A, B)
+        compiled = decode(memory, start_tokens)
+    assert_same_results(compiled, decode_both(stub, memory, start_tokens))
+    assert len(traces) == 1
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "search, arguments, message",
+    [
+        (greedy_search, {"max_length": 0}, "max_length=0"),
+        (greedy_search, {"max_length": 2.5}, "max_length=2.5"),
+        (greedy_search, {"end_id": -1}, "end_id=-1"),
+        (beam_search, {"max_length": 0}, "max_length=0"),
+        (beam_search, {"beam_size": 0}, "beam_size=0"),
+        (beam_search, {"alpha": -0.1}, "alpha=-0.1"),
+        (beam_search, {"pad_id": -2}, "pad_id=-2"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(search, arguments, message):
+    arguments = {"max_length": 4, "end_id": END, **arguments}
+    with pytest.raises(ValueError, match=message):
+        search(bigram(GREEDY_TABLE), {}, starts(START), **arguments)
+
+
+def test_bad_start_tokens_and_alpha_raise_value_error():
+    with pytest.raises(ValueError, match="start_tokens.shape"):
+        greedy_search(bigram(GREEDY_TABLE), {}, starts(START)[None, :], max_length=2, end_id=END)
+    with pytest.raises(ValueError, match="alpha=-1"):
+        length_penalty(3, alpha=-1)

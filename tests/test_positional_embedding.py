@@ -1,0 +1,68 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.layers import PositionalEmbedding, sinusoidal_encoding
+from tests.test_case import assert_config_round_trip, to_numpy
+
+
+def test_sinusoid_equals_paper_formula_for_any_length():
+    d_model = 16
+    for length, start in [(7, 0), (300, 0), (5, 1000)]:
+        encoding = to_numpy(sinusoidal_encoding(length, d_model, start_index=start))
+        for pos in range(length):
+            p = pos + start
+            for i in range(d_model // 2):
+                angle = p / 10000 ** (2 * i / d_model)
+                assert encoding[pos, 2 * i] == pytest.approx(math.sin(angle), abs=2e-4)
+                assert encoding[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=2e-4)
+
+
+def test_embeddings_scaled_by_sqrt_d_model_plus_encoding():
+    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0)
+    ids = np.array([[3, 4, 5, 0]])
+    out = to_numpy(layer(ids))
+    table = to_numpy(layer.embeddings)
+    expected = table[ids[0]] * math.sqrt(8) + to_numpy(sinusoidal_encoding(4, 8))
+    np.testing.assert_allclose(out[0], expected, atol=1e-5)
+    unscaled = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0, scale=False)
+    unscaled(ids)
+    unscaled.embeddings.assign(table)
+    np.testing.assert_allclose(
+        to_numpy(unscaled(ids))[0], table[ids[0]] + to_numpy(sinusoidal_encoding(4, 8)), atol=1e-5
+    )
+
+
+def test_start_index_continues_positions():
+    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0)
+    ids = np.array([[3, 4, 5, 6]])
+    full = to_numpy(layer(ids))
+    step = to_numpy(layer(ids[:, 2:3], start_index=2))
+    np.testing.assert_allclose(step[:, 0], full[:, 2], atol=1e-5)
+
+
+def test_mask_propagation_and_tied_logits():
+    layer = PositionalEmbedding(vocab_size=10, d_model=8)
+    ids = np.array([[3, 4, 0]])
+    np.testing.assert_array_equal(to_numpy(layer.compute_mask(ids)), [[True, True, False]])
+    hidden = np.random.default_rng(0).normal(size=(1, 3, 8)).astype("float32")
+    logits = layer(hidden, reverse=True)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    np.testing.assert_allclose(to_numpy(logits), hidden @ to_numpy(layer.embeddings).T, atol=1e-5)
+    assert layer.compute_mask(hidden) is None
+    no_mask = PositionalEmbedding(vocab_size=10, d_model=8, mask_zero=False)
+    assert no_mask.compute_mask(ids) is None
+
+
+def test_dropout_only_in_training_and_config():
+    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.5, seed=1)
+    ids = np.array([[3, 4, 5]])
+    np.testing.assert_allclose(to_numpy(layer(ids)), to_numpy(layer(ids, training=False)))
+    assert not np.allclose(to_numpy(layer(ids, training=True)), to_numpy(layer(ids)))
+    assert_config_round_trip(layer)
+    with pytest.raises(ValueError, match="d_model=7"):
+        PositionalEmbedding(vocab_size=10, d_model=7)
+    with pytest.raises(ValueError, match="vocab_size=0"):
+        PositionalEmbedding(vocab_size=0, d_model=8)
