@@ -85,12 +85,14 @@ def merge_masks(
 
 
 def ensure_attendable(mask):
-    """Lets fully masked query rows attend everywhere so softmax stays finite.
+    """Gives query rows that may attend nowhere one key, position 0, so softmax stays finite.
 
-    Such rows (padded queries, empty sources) carry no information either way; this
-    gives them uniform attention, exactly what a large negative fill gives, on every
-    backend and on the fused kernels (some of which return NaN for empty rows).
+    Such rows (an empty source sentence, a fully padded target row) carry no
+    information either way. Position 0 keeps them causal and finite on every backend
+    and on fused kernels (some of which return NaN for rows with no allowed key).
     """
     if mask is None:
         return None
-    return ops.logical_or(mask, ops.logical_not(ops.any(mask, axis=-1, keepdims=True)))
+    key_length = ops.shape(mask)[-1]
+    first_key = ops.equal(ops.arange(key_length, dtype="int32"), 0)  # (k_len,)
+    return ops.where(ops.any(mask, axis=-1, keepdims=True), mask, first_key)

@@ -37,8 +37,11 @@ class MultiHeadAttention(keras.layers.Layer):
         value: `(batch, v_len, dim_v)` value sequence. May be `None` when `cache`
             holds precomputed keys/values and `cache_index` is `None`.
         key: `(batch, v_len, dim_k)`, defaults to `value`.
-        query_mask: `(batch, q_len)` bool, `True` at real query positions. Filled from
-            the implicit Keras mask of `query` when not given.
+        query_mask: `(batch, q_len)` bool, `True` at real query positions. Accepted
+            (and filled from implicit masks) for Keras compatibility; padded query
+            rows are computed like real ones and never influence real positions, so
+            it does not restrict attention (restricting it would make padded rows
+            attend nowhere, and a fallback could break causality).
         value_mask: `(batch, v_len)` bool, `True` at real value positions (the padding
             mask of the attended sequence). Filled from the implicit Keras mask.
         key_mask: `(batch, v_len)` bool, defaults to `value_mask`.
@@ -189,7 +192,6 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = merge_masks(
             q_len,
             k_len,
-            query_mask=query_mask,
             key_mask=key_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,

@@ -1,0 +1,123 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import LabelSmoothedCrossentropy, Transformer
+from tests.test_case import restore, snapshot, to_numpy
+
+VOCAB = 30
+SOURCE = np.array([[5, 6, 7, 8, 9, 0, 0], [10, 11, 12, 0, 0, 0, 0]], "int32")
+TARGET = np.array([[1, 5, 6, 7, 8, 9], [1, 10, 11, 12, 0, 0]], "int32")
+
+
+def tiny(**kwargs):
+    return Transformer.from_preset("tiny", vocab_size=VOCAB, **{"dropout": 0.0, **kwargs})
+
+
+def call(model, source, target, training=False):
+    return to_numpy(model({"encoder_inputs": source, "decoder_inputs": target}, training=training))
+
+
+def test_paper_parameter_counts():
+    base = Transformer.from_preset("base", vocab_size=37000)
+    assert abs(base.count_params() - 63.1e6) <= 0.1e6, base.count_params()
+    big = Transformer.from_preset("big", vocab_size=37000)
+    assert abs(big.count_params() - 214.2e6) <= 0.2e6, big.count_params()
+    assert base.num_layers == 6 and base.d_model == 512 and base.ff_dim == 2048
+    assert base.num_heads == 8 and base.dropout == 0.1
+
+
+def test_shared_embedding_is_one_matrix():
+    model = tiny()
+    assert model.source_embedding is model.target_embedding
+    names = [w.path for w in model.weights if "embeddings" in w.path]
+    assert len(names) == 1
+    separate = tiny(share_embeddings=False, target_vocab_size=40)
+    assert call(separate, SOURCE, TARGET).shape == (2, 6, 40)
+
+
+@pytest.mark.parametrize("attention_dropout", [0.0, 0.2], ids=["fused", "explicit"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_decoder_tokens_after_t_do_not_change_outputs_up_to_t(dropout, attention_dropout):
+    model = tiny(dropout=dropout, attention_dropout=attention_dropout, seed=7)
+    call(model, SOURCE, TARGET)
+    state = snapshot(model)
+    base = call(model, SOURCE, TARGET, training=True)
+    rng = np.random.default_rng(0)
+    for t in range(TARGET.shape[1] - 1):
+        changed = TARGET.copy()
+        changed[:, t + 1 :] = rng.integers(3, VOCAB, size=changed[:, t + 1 :].shape)
+        restore(model, state)  # same dropout masks
+        out = call(model, SOURCE, changed, training=True)
+        np.testing.assert_allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5)
+
+
+def test_extra_padding_changes_no_real_position():
+    model = tiny()
+    base = call(model, SOURCE, TARGET)
+    padded_source = np.pad(SOURCE, ((0, 0), (0, 5)))
+    padded_target = np.pad(TARGET, ((0, 0), (0, 3)))
+    out = call(model, padded_source, padded_target)
+    np.testing.assert_allclose(out[:, :6], base, atol=1e-5)
+    # Row 1 alone, with no padding at all, gives the same real-position outputs.
+    alone = call(model, SOURCE[1:, :3], TARGET[1:, :4])
+    np.testing.assert_allclose(alone[0], base[1, :4], atol=1e-5)
+
+
+def test_cross_attention_masks_source_padding():
+    model = tiny()
+    encoded, mask = model.encode(SOURCE)
+    logits, scores = model.decode(TARGET, encoded, mask, return_attention_scores=True)
+    assert len(scores) == model.num_decoder_layers
+    for layer_scores in scores:
+        np.testing.assert_allclose(to_numpy(layer_scores)[1, :, :, 3:], 0.0, atol=1e-7)
+    np.testing.assert_allclose(to_numpy(logits), call(model, SOURCE, TARGET), atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decode_steps_equal_full_decode(norm_first):
+    model = tiny(norm_first=norm_first)
+    encoded, mask = model.encode(SOURCE)
+    full = to_numpy(model.decode(TARGET, encoded, mask))
+    cache = model.init_cache(encoded, max_length=TARGET.shape[1])
+    for index in range(TARGET.shape[1]):
+        logits, cache = model.decode_step(TARGET[:, index : index + 1], cache, index, mask)
+        np.testing.assert_allclose(to_numpy(logits)[0], full[0, index], atol=1e-4)
+    assert (norm_first and model.decoder_norm is not None) or not norm_first
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_fully_padded_rows_give_finite_outputs_and_gradients(policy):
+    keras.config.set_dtype_policy(policy)
+    model = tiny()
+    source = SOURCE.copy()
+    source[1] = 0  # an empty source sentence
+    target = TARGET.copy()
+    target[0] = 0  # an empty target row
+    outputs = call(model, source, target)
+    assert outputs.dtype == np.float32
+    assert np.isfinite(outputs).all()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossentropy())
+    labels = np.roll(target, -1, axis=1)
+    loss = model.train_on_batch({"encoder_inputs": source, "decoder_inputs": target}, labels)
+    assert np.isfinite(loss)
+    for weight in model.trainable_weights:
+        assert np.isfinite(to_numpy(weight.value).astype("float32")).all(), weight.path
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="preset='huge'"):
+        Transformer.from_preset("huge", vocab_size=10)
+    with pytest.raises(ValueError, match="target_vocab_size=12"):
+        Transformer(vocab_size=10, target_vocab_size=12, num_layers=1, d_model=8, num_heads=2)
+    with pytest.raises(ValueError, match="num_heads=3"):
+        Transformer(vocab_size=10, num_layers=1, d_model=8, num_heads=3)
+    with pytest.raises(ValueError, match="num_layers=0"):
+        Transformer(vocab_size=10, num_layers=0, d_model=8, num_heads=2)
+
+
+def test_config_round_trip():
+    model = tiny(norm_first=True, attention_dropout=0.1)
+    clone = Transformer.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    assert clone.count_params() == model.count_params()
