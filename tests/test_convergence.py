@@ -26,11 +26,11 @@ def test_tiny_preset_learns_copy_task():
     inputs, targets = to_model_inputs(splits.train)
     model = kt.Transformer.from_preset("tiny", vocab_size=14, dropout=0.0, seed=0)
     model.compile(
-        optimizer=kt.transformer_adam(d_model=64, warmup_steps=100),
+        optimizer=kt.transformer_adam(d_model=64, warmup_steps=100, scale=0.6),
         loss=kt.LabelSmoothedCrossentropy(label_smoothing=0.0),
         metrics=[kt.MaskedAccuracy()],
     )
-    model.fit(inputs, targets, batch_size=32, epochs=6, verbose=0)  # 750 steps
+    model.fit(inputs, targets, batch_size=32, epochs=10, verbose=0)  # 1250 steps
     test_inputs, test_targets = to_model_inputs(splits.test)
     predicted = uncached_greedy(model, test_inputs["encoder_inputs"], test_targets.shape[1])
     lengths = (test_targets != 0).sum(axis=1)

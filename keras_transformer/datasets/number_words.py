@@ -60,9 +60,7 @@ def number_words(
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"`{name}` must be an int >= 0. Received: {name}={value}")
     core = sorted(
-        {n for n in range(101)}
-        | {100 * k for k in range(1, 11)}
-        | {1000 * k for k in range(1, 11)}
+        {n for n in range(101)} | {100 * k for k in range(1, 11)} | {1000 * k for k in range(1, 11)}
     )
     core = [n for n in core if n < max_number]
     if num_train < len(core):

@@ -23,7 +23,7 @@ DEBIAN_PACKAGES = {
     "engWEB2015eb": "sword-text-web",
 }
 # Bump when the extraction changes, so stale caches are not reused.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 NOTE_REGEX = re.compile(r"<note\b[^>]*?(?:/>|>.*?</note>)", re.DOTALL)
 # Psalm superscriptions: verse 1 in the Reina-Valera text, a `<title>` in the WEB.
@@ -104,9 +104,7 @@ def sword_bible(
             time.perf_counter() - start,
         )
         if cache_path:
-            atomic_write_text(
-                cache_path, "".join("\t".join(row) + "\n" for row in rows)
-            )
+            atomic_write_text(cache_path, "".join("\t".join(row) + "\n" for row in rows))
     kept = [row for row in rows if row[1] and row[2]]
     num_dropped = len(rows) - len(kept)
     if num_dropped:
@@ -136,8 +134,7 @@ def extract_verses(source, target, sword_path=DEFAULT_SWORD_PATH):
     Every reference present in both versifications is returned, in canonical order, with the
     cleaned text of each side (possibly empty). References are OSIS-style: `"Gen.1.1"`.
     """
-    source_bible = _open_module(source, sword_path)
-    target_bible = _open_module(target, sword_path)
+    source_bible, target_bible = _open_modules([source, target], sword_path)
     source_verses = _read_verses(source_bible)
     target_verses = _read_verses(target_bible)
     return [
@@ -147,7 +144,22 @@ def extract_verses(source, target, sword_path=DEFAULT_SWORD_PATH):
     ]
 
 
-def _open_module(name, sword_path):
+def _install_command(names, reinstall=False):
+    """The `apt-get` command that installs the Debian packages providing `names`."""
+    packages = [DEBIAN_PACKAGES[name] for name in names if name in DEBIAN_PACKAGES]
+    unknown = [name for name in names if name not in DEBIAN_PACKAGES]
+    command = "apt-get install -y " + ("--reinstall " if reinstall else "")
+    if not unknown:
+        return command + " ".join(packages)
+    return (
+        command
+        + " ".join(packages + ["<the sword-text-* package providing " + ", ".join(unknown) + ">"])
+        + " (find it with `apt-cache search sword-text`)"
+    )
+
+
+def _open_modules(names, sword_path):
+    """Opens SWORD modules with pysword; one error lists every missing module and the fix."""
     try:
         from pysword.modules import SwordModules
     except ImportError:
@@ -155,37 +167,34 @@ def _open_module(name, sword_path):
             "sword_bible needs the `pysword` package: pip install pysword "
             "(or pip install 'keras-transformer[data]')."
         ) from None
-    package = DEBIAN_PACKAGES.get(name)
-    fix = (
-        f"apt-get install -y {package}"
-        if package
-        else "apt-get install -y <the sword-text-* package providing it> "
-        "(see `apt-cache search sword-text`)"
-    )
     if not os.path.isdir(os.path.join(sword_path, "mods.d")):
         raise SwordModuleNotFoundError(
-            f"SWORD module {name!r} not found: {sword_path!r} has no mods.d/ directory. "
-            f"Install it with: {fix}  (or pass sword_path=/ set ${SWORD_PATH_ENV} to the "
-            "SWORD data directory)."
+            f"SWORD modules {list(names)} not found: {sword_path!r} has no mods.d/ directory. "
+            f"Install them with: {_install_command(names)} (or point `sword_path` or "
+            f"${SWORD_PATH_ENV} at the SWORD data directory that has them)."
         )
     modules = SwordModules(sword_path)
     found = modules.parse_modules()
-    if name not in found:
+    missing = [name for name in names if name not in found]
+    if missing:
         raise SwordModuleNotFoundError(
-            f"SWORD module {name!r} not found in {sword_path!r} (found: {sorted(found)}). "
-            f"Install it with: {fix}"
+            f"SWORD modules {missing} not found in {sword_path!r} (found: {sorted(found)}). "
+            f"Install them with: {_install_command(missing)}"
         )
-    try:
-        bible = modules.get_bible_from_module(name)
-    except OSError as error:
-        raise SwordModuleNotFoundError(
-            f"SWORD module {name!r} in {sword_path!r} is incomplete ({error}). "
-            f"Reinstall it with: {fix.replace('install', 'install --reinstall', 1)}"
-        ) from error
-    # A zText module stores one compressed block per book; pysword decompresses the block
-    # again for every verse. Memoizing the last blocks makes the extraction ~20x faster.
-    bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
-    return bible
+    bibles = []
+    for name in names:
+        try:
+            bible = modules.get_bible_from_module(name)
+        except OSError as error:
+            raise SwordModuleNotFoundError(
+                f"SWORD module {name!r} in {sword_path!r} is incomplete ({error}). "
+                f"Reinstall it with: {_install_command([name], reinstall=True)}"
+            ) from error
+        # A zText module stores one compressed block per book; pysword decompresses the block
+        # again for every verse. Memoizing the last blocks makes the extraction ~20x faster.
+        bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
+        bibles.append(bible)
+    return bibles
 
 
 def _read_verses(bible):
@@ -216,6 +225,8 @@ def clean_osis(text, cleaner=None):
     text = cleaner.clean(text)
     text = re.sub(r"<[^>]*>", NOTE_MARK, text)  # any tag the cleaner does not know
     text = re.sub(rf"(?<=\w){NOTE_MARK}+(?=\w)", " ", text)
+    # "coins</q> <note>..</note> <q>?" -> "coins?": no space left before closing punctuation.
+    text = re.sub(rf"\s*{NOTE_MARK}[\s{NOTE_MARK}]*(?=[,.;:?!’”)])", "", text)
     text = text.replace(NOTE_MARK, "")
     text = html.unescape(text)
     return " ".join(text.split())

@@ -159,9 +159,7 @@ class Tokenizer(keras.layers.Layer):
         """Returns the token of `id`; raises `ValueError` if it is out of range."""
         self._check_vocabulary()
         if not 0 <= int(id) < len(self._vocabulary):
-            raise ValueError(
-                f"`id` must be in [0, {len(self._vocabulary) - 1}]. Received: id={id}"
-            )
+            raise ValueError(f"`id` must be in [0, {len(self._vocabulary) - 1}]. Received: id={id}")
         return self._vocabulary[int(id)]
 
     @property

@@ -31,6 +31,7 @@ def train_tokenizer(
     lowercase=False,
     strip_accents=False,
     reserved_tokens=None,
+    extra_characters=None,
     max_bytes_per_word=100,
     batch_size=4096,
     **learn_kwargs,
@@ -56,6 +57,9 @@ def train_tokenizer(
         strip_accents: bool. Remove accents. Defaults to `False`.
         reserved_tokens: list of str. Extra reserved tokens placed right after
             `[PAD] [UNK] [START] [END]`. Defaults to `None`.
+        extra_characters: str or iterable of str. Characters to put in the vocabulary (with
+            their `##` continuations) even if the corpus lacks them, e.g. `string.digits` (the
+            Bible has no digit). Defaults to `None`.
         max_bytes_per_word: int. Passed to `Tokenizer`. Defaults to `100`.
         batch_size: int. Sentences normalized per TensorFlow call. Defaults to `4096`.
         **learn_kwargs: forwarded to the learner: `lower_thresh` (minimum count of a piece,
@@ -110,14 +114,20 @@ def train_tokenizer(
     word_counts.pop(b"", None)
     word_counts = {word.decode("utf-8"): count for word, count in word_counts.items()}
     if not word_counts:
-        raise ValueError(
-            f"`sentences` contains no words. Received: {len(sentences)} sentences"
-        )
+        raise ValueError(f"`sentences` contains no words. Received: {len(sentences)} sentences")
     learned = _learn(
         learner, word_counts, vocabulary_size, reserved, SUFFIX_INDICATOR, learn_kwargs
     )
+    extra = set()
+    for char in extra_characters or ():
+        if len(char) != 1 or char.isspace():
+            raise ValueError(
+                "`extra_characters` must hold single non-space characters. "
+                f"Received: extra_characters={extra_characters!r}"
+            )
+        extra.add(char)
     characters = sorted(
-        token for token in learned if len(token) == 1 and token not in reserved
+        {token for token in learned if len(token) == 1 and token not in reserved} | extra
     )
     required = reserved + characters + [SUFFIX_INDICATOR + char for char in characters]
     if len(required) > vocabulary_size:
@@ -175,7 +185,8 @@ def _learn(learner, word_counts, vocabulary_size, reserved, joiner, learn_kwargs
     counts = learner.get_input_words(word_counts, params.reserved_tokens, params.max_token_length)
     allowed_chars = learner.get_allowed_chars(counts, params.max_unique_chars)
     counts = learner.filter_input_words(counts, allowed_chars, params.max_input_tokens)
-    lower, upper = max(1, lower), max(1, upper)
+    upper = max(1, upper)
+    lower = max(1, min(lower, upper))  # a tiny corpus: every count is below lower_thresh
     smallest_acceptable = vocabulary_size * (1 - params.slack_ratio)
     best_fit, smallest = None, None  # largest vocabulary <= size; smallest vocabulary
     while lower <= upper:

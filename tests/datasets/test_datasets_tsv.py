@@ -1,0 +1,114 @@
+"""Tests for keras_transformer.datasets.read_tsv and split_pairs."""
+
+import logging
+
+import pytest
+
+from keras_transformer.datasets import (
+    Splits,
+    TsvFormatError,
+    read_tsv,
+    split_pairs,
+    stable_hash,
+)
+
+
+def _write(path, data):
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_reads_pairs(tmp_path):
+    path = _write(
+        tmp_path / "corpus.tsv",
+        "¿Dónde está?\tWhere is it?\r\nHola\tHello\n\n  \nAdiós\tGoodbye".encode(),
+    )
+    pairs = read_tsv(path)
+    assert pairs == [("¿Dónde está?", "Where is it?"), ("Hola", "Hello"), ("Adiós", "Goodbye")]
+    assert pairs.num_skipped == 0 and pairs.path == path
+
+
+def test_wrong_number_of_columns_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "bad.tsv", b"a\tb\nc\td\te\nf\tg\n")
+    with pytest.raises(TsvFormatError, match=r"bad\.tsv, line 2: expected 2 .* found 3"):
+        read_tsv(path)
+    path = _write(tmp_path / "one.tsv", b"a\tb\nno tab here\n")
+    with pytest.raises(ValueError, match=r"one\.tsv, line 2: .*found 1"):
+        read_tsv(path)
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "latin1.tsv", "a\tb\nc\td\nse\xf1or\tsir\n".encode("latin-1"))
+    with pytest.raises(TsvFormatError, match=r"latin1\.tsv, line 3: invalid UTF-8"):
+        read_tsv(path)
+
+
+def test_lenient_mode_skips_and_counts(tmp_path, caplog):
+    path = _write(
+        tmp_path / "mixed.tsv",
+        b"a\tb\nbroken\nc\td\te\n\xff\xfe\tx\nf\tg\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        pairs = read_tsv(path, lenient=True)
+    assert pairs == [("a", "b"), ("f", "g")]
+    assert pairs.num_skipped == 3
+    assert [line for line, _ in pairs.skipped_lines] == [2, 3, 4]
+    assert "skipped 3 malformed lines" in caplog.text
+
+
+def test_columns(tmp_path):
+    path = _write(tmp_path / "anki.tsv", b"Go.\tVe.\tCC-BY 2.0 (France)\n")
+    assert read_tsv(path, num_columns=3) == [("Go.", "Ve.")]
+    assert read_tsv(path, source_column=1, target_column=0, num_columns=3) == [("Ve.", "Go.")]
+    with pytest.raises(ValueError, match="target_column=3"):
+        read_tsv(path, target_column=3, num_columns=3)
+    with pytest.raises(ValueError, match="num_columns=1"):
+        read_tsv(path, num_columns=1)
+
+
+def test_split_pairs_is_deterministic_and_disjoint():
+    pairs = [(f"source {i}", f"target {i}") for i in range(500)]
+    splits = split_pairs(pairs, num_validation=50, num_test=30)
+    assert isinstance(splits, Splits)
+    assert (len(splits.train), len(splits.validation), len(splits.test)) == (420, 50, 30)
+    sets = [set(split) for split in splits]
+    assert not sets[0] & sets[1] and not sets[0] & sets[2] and not sets[1] & sets[2]
+    assert set().union(*sets) == set(pairs)
+    # Independent of the order of the input.
+    reversed_splits = split_pairs(pairs[::-1], num_validation=50, num_test=30)
+    assert set(reversed_splits.test) == sets[2]
+    assert splits.train == [p for p in pairs if p in sets[0]]  # original order kept
+
+
+def test_split_pairs_keeps_a_source_in_one_split():
+    pairs = [(f"source {i % 100}", f"target {i}") for i in range(400)]
+    splits = split_pairs(pairs, num_validation=20, num_test=20)
+    sources = [{source for source, _ in split} for split in splits]
+    assert not sources[0] & sources[1] and not sources[0] & sources[2]
+    assert len(splits.validation) >= 20 and len(splits.test) >= 20
+
+
+def test_split_pairs_errors():
+    with pytest.raises(ValueError, match="num_test=-1"):
+        split_pairs([("a", "b")], num_validation=0, num_test=-1)
+    with pytest.raises(ValueError, match="more than the 1 pairs"):
+        split_pairs([("a", "b")], num_validation=1, num_test=1)
+    with pytest.raises(ValueError, match="keys"):
+        split_pairs([("a", "b")], 0, 0, keys=["x", "y"])
+
+
+def test_stable_hash_is_stable():
+    # Fixed value: the split must not change between Python processes or versions.
+    assert stable_hash("Gen.1.1") == stable_hash("Gen.1.1") != stable_hash("Gen.1.2")
+    assert stable_hash("Gen.1.1") == 0x0 + int.from_bytes(
+        __import__("hashlib").blake2b(b"keras_transformer:Gen.1.1", digest_size=8).digest(),
+        "big",
+    )
+
+
+def test_splits_named_tuple_with_info():
+    splits = Splits([("a", "b")], [], [], info={"num_dropped": 2, "note": "x"})
+    train, validation, test = splits
+    assert train == [("a", "b")] and splits.num_dropped == 2
+    assert splits.train is train and "num_dropped" in repr(splits)
+    assert Splits(train=[], validation=[], test=[]).num_dropped == 0
