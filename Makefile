@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint demo clean
+.PHONY: install test test-fast lint demo docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,3 +38,6 @@ demo: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d site
