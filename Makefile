@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint demo docs clean
+.PHONY: install test test-fast lint demo docs notebooks clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,3 +41,7 @@ clean:
 
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d site
+
+# Executes every example notebook top to bottom under the small configuration.
+notebooks: $(VENV)/.installed
+	KT_SMALL=1 KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q --nbmake examples/

@@ -44,12 +44,12 @@ class MultiHeadAttention(keras.layers.Layer):
             attend nowhere, and a fallback could break causality).
         value_mask: `(batch, v_len)` bool, `True` at real value positions (the padding
             mask of the attended sequence). Filled from the implicit Keras mask.
-        key_mask: `(batch, v_len)` bool, defaults to `value_mask`.
         attention_mask: `(batch, q_len, v_len)` bool, `True` where attending is allowed.
         use_causal_mask: bool. Forbid attending to later positions.
         return_attention_scores: bool. Also return `(batch, heads, q_len, v_len)`
             attention probabilities.
         training: bool. Enables attention dropout.
+        key_mask: `(batch, v_len)` bool, defaults to `value_mask`.
         cache: optional dict `{"key": (batch, max_len, heads, key_dim),
             "value": (batch, max_len, heads, value_dim)}`. With `cache_index`, the
             keys/values of the new positions are written into it at `cache_index`
@@ -148,11 +148,11 @@ class MultiHeadAttention(keras.layers.Layer):
         key=None,
         query_mask=None,
         value_mask=None,
-        key_mask=None,
         attention_mask=None,
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        key_mask=None,
         cache=None,
         cache_index=None,
     ):
