@@ -97,8 +97,8 @@ class LabelSmoothedCrossentropy(keras.losses.Loss):
                 return losses
             total = ops.sum(losses)
             if self.reduction == "sum":
-                return total
-            return total / ops.maximum(ops.sum(weights), 1e-9)
+                return _scale_for_replicas(total)
+            return _scale_for_replicas(total / ops.maximum(ops.sum(weights), 1e-9))
 
     def _real(self, y_true):
         if self.ignore_class is None:
@@ -115,3 +115,22 @@ class LabelSmoothedCrossentropy(keras.losses.Loss):
             }
         )
         return config
+
+
+def _scale_for_replicas(value):
+    """Divides by the number of replicas inside a `tf.distribute` replica context.
+
+    `tf.distribute` sums the replicas' gradients, so each replica's loss is divided by the
+    replica count, as Keras' own losses do: the update is then the mean of the replicas'
+    per-token means, and Keras' loss tracker reports the mean. (For the exact mean over
+    the global batch's tokens use `keras_transformer.training.GlobalTokenMeanCrossentropy`.)
+    TensorFlow is only imported when it is the backend, where it is already loaded.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return value
+    import tensorflow as tf
+
+    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+        return value
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return value / replicas if replicas > 1 else value

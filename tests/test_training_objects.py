@@ -78,3 +78,37 @@ def test_masked_accuracy_ignores_padding():
     metric.reset_state()
     assert float(to_numpy(metric.result())) == 0.0
     assert MaskedAccuracy.from_config(metric.get_config()).ignore_class == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute only")
+def test_loss_is_not_multiplied_by_replicas_under_mirrored_strategy(tmp_path):
+    from tests.test_case import run_in_fresh_process
+
+    stdout, _ = run_in_fresh_process(
+        """
+        import numpy as np, tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        import keras, keras_transformer as kt
+        rng = np.random.default_rng(0)
+        x = {"encoder_inputs": rng.integers(3, 12, (8, 5)).astype("int32"),
+             "decoder_inputs": rng.integers(3, 12, (8, 6)).astype("int32")}
+        y = rng.integers(3, 12, (8, 6)).astype("int32")
+        def build():
+            model = kt.Transformer.from_preset("tiny", vocab_size=12, dropout=0.0)
+            model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossentropy())
+            return model
+        single = build()
+        expected = single.evaluate(x, y, batch_size=8, verbose=0)
+        with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+            mirrored = build()
+        mirrored.set_weights(single.get_weights())
+        got = mirrored.evaluate(x, y, batch_size=8, verbose=0)
+        print("LOSSES", expected, got)
+        assert abs(expected - got) < 1e-5 * max(1.0, abs(expected)), (expected, got)
+        """,
+        tmp_path,
+    )
+    assert "LOSSES" in stdout
