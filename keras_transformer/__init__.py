@@ -18,6 +18,7 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.translator import Translator
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEmbedding",
     "Transformer",
+    "Translator",
     "WarmupSchedule",
     "layers",
     "losses",

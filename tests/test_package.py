@@ -16,7 +16,8 @@ def test_import_needs_no_tensorflow(backend):
         "import sys\n"
         "sys.modules['tensorflow'] = None  # any `import tensorflow` now fails\n"
         "import keras_transformer, keras_transformer.datasets, keras_transformer.decoding\n"
-        "import keras_transformer.text, keras_transformer.data\n"
+        "import keras_transformer.text, keras_transformer.data, keras_transformer.training\n"
+        "import keras_transformer.export, keras_transformer.cli, keras_transformer.generation\n"
         "assert 'tensorflow' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
         "print('ok')\n"
     )

@@ -1,0 +1,102 @@
+"""Decoding speed: cached vs uncached greedy search and beam search, on the current backend.
+
+Generates exactly `--new-tokens` tokens for a batch of `--batch-size` random sources (the end
+token is set to an id the model never produces, so no search stops early) and prints a
+markdown table of generated tokens per second (batch x new tokens / seconds; beam search
+keeps `beam_size` hypotheses, so it does `beam_size` times the work per output token).
+
+Run it once per backend:
+
+```
+for backend in tensorflow jax torch; do
+  KERAS_BACKEND=$backend python benchmarks/decode_throughput.py
+done
+```
+
+Untrained weights: speed does not depend on them. Compile time (first call, TensorFlow XLA and
+`jax.jit`) is reported separately and excluded from the throughput, which is the median of
+`--repeats` timed calls.
+"""
+
+import argparse
+import statistics
+import time
+
+import keras
+import numpy as np
+
+from keras_transformer import Transformer
+from keras_transformer.generation import Generator
+
+MODELS = {
+    "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256),
+    "small": dict(num_layers=3, d_model=256, num_heads=4, ff_dim=1024),
+}
+SEARCHES = (("greedy (cached)", "greedy", 1), ("greedy (uncached)", "uncached_greedy", 1))
+
+
+def benchmark(model_name, batch_size, source_length, new_tokens, vocab_size, repeats, beam_size):
+    keras.utils.set_random_seed(0)
+    model = Transformer(vocab_size=vocab_size, dropout=0.0, **MODELS[model_name])
+    # The end id is out of the vocabulary: every search runs all `new_tokens` steps.
+    generator = Generator(model, start_id=2, end_id=vocab_size, extra_length=new_tokens)
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(4, vocab_size, size=(batch_size, source_length)).astype("int32")
+    searches = SEARCHES + ((f"beam {beam_size}", "beam", beam_size),)
+    rows = []
+    for label, search, beams in searches:
+        options = dict(search=search, max_length=new_tokens)
+        if search == "beam":
+            options.update(beam_size=beams, alpha=0.6)
+        start = time.perf_counter()
+        sequences, _ = generator(inputs, **options)
+        first = time.perf_counter() - start
+        assert sequences.shape[-1] == new_tokens
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            generator(inputs, **options)
+            times.append(time.perf_counter() - start)
+        seconds = statistics.median(times)
+        rows.append((label, max(first - seconds, 0.0), seconds, batch_size * new_tokens / seconds))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--source-length", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    backend = keras.backend.backend()
+    print(
+        f"\nbackend={backend}, batch={args.batch_size}, source length={args.source_length}, "
+        f"{args.new_tokens} new tokens, vocabulary={args.vocab_size}\n"
+    )
+    print("| backend | model | search | compile (s) | time (s) | tokens/s |")
+    print("|---|---|---|---:|---:|---:|")
+    for model_name in args.models:
+        rows = benchmark(
+            model_name,
+            args.batch_size,
+            args.source_length,
+            args.new_tokens,
+            args.vocab_size,
+            args.repeats,
+            args.beam_size,
+        )
+        for label, compile_seconds, seconds, tokens_per_second in rows:
+            print(
+                f"| {backend} | {model_name} | {label} | {compile_seconds:.1f} | "
+                f"{seconds:.3f} | {tokens_per_second:,.0f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""The `keras-transformer` command.
+
+```
+keras-transformer translate --model exported/ "¿Dónde está?" "Hola."
+printf 'Hola.\\n¿Dónde está?\\n' | keras-transformer translate --model exported/
+keras-transformer export translator.keras exported/
+keras-transformer train --config configs/demo.toml
+```
+
+`translate` reads an exported SavedModel (`keras_transformer.export`) with TensorFlow and
+tensorflow-text only, or a `.keras` file written by `Translator.save`. Without sentences on
+the command line it reads standard input, one sentence per line, and writes one translation per
+line, flushing after each batch. Inputs longer than the model's maximum source length are
+truncated (a note on standard error says which); a batch that fails prints empty lines and an
+error on standard error, and the exit status is then 1.
+
+Each subcommand is a `_add_<name>_parser(subparsers)` function that registers its arguments and
+its handler `_<name>(args) -> exit status`; imports are lazy, so `--help` loads no framework.
+"""
+
+import argparse
+import os
+import sys
+
+PROGRAM = "keras-transformer"
+
+
+def main(argv=None):
+    """Runs the `keras-transformer` command.
+
+    Args:
+        argv: list of str. The arguments, without the program name. Defaults to `None`:
+            `sys.argv[1:]`.
+
+    Returns:
+        int, the exit status.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def build_parser():
+    """The `argparse.ArgumentParser` of the command, one subparser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description='The Transformer of "Attention Is All You Need" for Keras 3.',
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_translate_parser(subparsers)
+    _add_export_parser(subparsers)
+    # === train: keras_transformer.training (arguments and handler in training/cli.py) ===
+    from keras_transformer.training.cli import add_train_parser
+
+    add_train_parser(subparsers)
+    return parser
+
+
+# === translate ===
+
+
+def _add_translate_parser(subparsers):
+    parser = subparsers.add_parser(
+        "translate",
+        help="translate sentences with an exported SavedModel or a saved Translator",
+        description=(
+            "Translates the SENTENCEs, or the lines of standard input (one sentence per line) "
+            "when none is given or SENTENCE is '-'. Prints one translation per line."
+        ),
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="SavedModel directory (keras_transformer.export) or Translator .keras file",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=32,
+        help="lines of standard input translated together (default: 32)",
+    )
+    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
+    parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
+    parser.set_defaults(handler=_translate)
+
+
+def _translate(args):
+    try:
+        backend = _load_translation_backend(args.model)
+    except Exception as error:  # Any load failure is reported, not a traceback.
+        _error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
+        return 2
+    if args.sentences and args.sentences != ["-"]:
+        # argv was decoded with the file system encoding (surrogateescape): recover the bytes.
+        batches = [[os.fsencode(sentence) for sentence in args.sentences]]
+    else:
+        batches = _stdin_batches(args.batch_size)
+
+    status = 0
+    offset = 0
+    output = sys.stdout.buffer
+    for batch in batches:
+        try:
+            texts, scores, truncated = backend(batch)
+        except Exception as error:
+            _error(
+                f"sentences {offset + 1}-{offset + len(batch)} failed: "
+                f"{type(error).__name__}: {error}"
+            )
+            texts, scores, truncated = [""] * len(batch), [0.0] * len(batch), [False] * len(batch)
+            status = 1
+        for index, flag in enumerate(truncated):
+            if flag:
+                _note(
+                    f"sentence {offset + index + 1} is longer than the model's maximum source "
+                    f"length{backend.limit}; only its beginning was translated"
+                )
+        for text, score in zip(texts, scores, strict=True):
+            line = " ".join(text.split("\n"))
+            if args.scores:
+                line = f"{float(score):.4f}\t{line}"
+            output.write(line.encode("utf-8", errors="replace") + b"\n")
+        output.flush()
+        offset += len(batch)
+    return status
+
+
+class _SavedModelBackend:
+    """Calls the `serving_default` signature of an exported SavedModel."""
+
+    def __init__(self, path):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+
+        from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME, read_metadata
+
+        self._tf = tf
+        self._input_name = INPUT_NAME
+        self._loaded = tf.saved_model.load(path)
+        self._signature = self._loaded.signatures[SIGNATURE_NAME]
+        metadata = read_metadata(path)
+        length = metadata.get("max_source_length")
+        self.limit = (
+            f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
+        )
+
+    def __call__(self, batch):
+        outputs = self._signature(**{self._input_name: self._tf.constant(batch, self._tf.string)})
+        texts = [text.decode("utf-8", errors="replace") for text in outputs["translations"].numpy()]
+        return texts, outputs["scores"].numpy().tolist(), outputs["truncated"].numpy().tolist()
+
+
+class _KerasBackend:
+    """Calls a `Translator` loaded from a `.keras` file."""
+
+    def __init__(self, path):
+        from keras_transformer.translator import Translator
+
+        self._translator = Translator.load(path)
+        length = self._translator.max_source_length
+        self.limit = f" ({length} tokens, i.e. {length - 2} word pieces)"
+
+    def __call__(self, batch):
+        translations = self._translator.translate(list(batch))
+        return (
+            [translation.text for translation in translations],
+            [translation.score for translation in translations],
+            [translation.truncated for translation in translations],
+        )
+
+
+def _load_translation_backend(path):
+    if os.path.isfile(path) and path.endswith(".keras"):
+        return _KerasBackend(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no SavedModel directory or .keras file at {path!r}")
+    return _SavedModelBackend(path)
+
+
+def _stdin_batches(batch_size):
+    """Lines of standard input (bytes, without the line break), `batch_size` at a time."""
+    batch = []
+    for line in sys.stdin.buffer:
+        batch.append(line.rstrip(b"\r\n"))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# === export ===
+
+
+def _add_export_parser(subparsers):
+    parser = subparsers.add_parser(
+        "export",
+        help="export a saved Translator (.keras) as a TensorFlow SavedModel serving strings",
+        description=(
+            "Exports the Translator saved in TRANSLATOR (a .keras file, from any backend) as a "
+            "TensorFlow SavedModel in OUTPUT. The export runs on the TensorFlow backend: under "
+            "another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow subprocess."
+        ),
+    )
+    parser.add_argument("translator", metavar="TRANSLATOR", help="Translator .keras file")
+    parser.add_argument("output", metavar="OUTPUT", help="SavedModel directory to write")
+    parser.add_argument("--beam-size", type=_positive_int, default=None, help="beam size")
+    parser.add_argument("--alpha", type=float, default=None, help="length penalty")
+    parser.add_argument(
+        "--no-jit-compile",
+        dest="jit_compile",
+        action="store_false",
+        help="do not compile the search with XLA",
+    )
+    parser.set_defaults(handler=_export)
+
+
+def _export(args):
+    # On JAX and PyTorch, `export_saved_model` re-runs this command under
+    # KERAS_BACKEND=tensorflow in a subprocess.
+    from keras_transformer.export import export_saved_model
+
+    try:
+        export_saved_model(
+            args.translator,
+            args.output,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            jit_compile=args.jit_compile,
+        )
+    except Exception as error:  # Reported, not a traceback.
+        _error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
+        return 1
+    print(f"{PROGRAM}: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+# === helpers ===
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def _note(message):
+    print(f"{PROGRAM}: note: {message}", file=sys.stderr)
+
+
+def _error(message):
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

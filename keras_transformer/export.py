@@ -1,0 +1,310 @@
+"""Export a `Translator` as a TensorFlow SavedModel that serves strings.
+
+`export_saved_model(translator, path)` writes a SavedModel whose `serving_default` signature
+takes a batch of sentences (`tf.string`, shape `[None]`) and returns their translations, with
+the tokenizer, the bucketing and the beam search (compiled with XLA) inside the graph. It loads
+with `tf.saved_model.load` in a process that imports only `tensorflow` and `tensorflow_text`
+(for the tokenizer ops), and serves with `saved_model_cli` or TensorFlow Serving (with the
+tensorflow-text ops linked in).
+
+TensorFlow is imported lazily. A SavedModel is built by tracing TensorFlow functions, so the
+export itself runs on the TensorFlow backend; from a JAX or PyTorch process,
+`export_saved_model` saves the translator to a `.keras` file and runs the export in a
+`KERAS_BACKEND=tensorflow` subprocess (`keras-transformer export translator.keras DIR`), which
+is also what you can do by hand.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
+SIGNATURE_NAME = "serving_default"
+INPUT_NAME = "inputs"
+
+
+def export_saved_model(
+    translator,
+    path,
+    beam_size=None,
+    alpha=None,
+    jit_compile=True,
+    overwrite=True,
+):
+    """Writes `translator` as a TensorFlow SavedModel serving strings.
+
+    The `serving_default` signature takes `inputs`: `tf.string` of shape `[None]` (any batch
+    size, `0` included) and returns a dict of:
+
+    - `translations`: `tf.string` `[batch]`, UTF-8.
+    - `scores`: `tf.float32` `[batch]`, the beam score (log probability / length penalty;
+      with `beam_size=1`, the greedy log probability); `0.0` for an empty input.
+    - `truncated`: `tf.bool` `[batch]`, the input was truncated to `max_source_length`.
+
+    The `Translator` rules hold: an input of more than `max_source_length - 2` word pieces
+    keeps its first `max_source_length - 2`; an input without any token translates to `""`;
+    invalid UTF-8 becomes U+FFFD. A request batch is padded to the bucket of its longest
+    sentence and to a power-of-two number of rows (repeating a row), so XLA compiles a
+    bounded set of shapes, each once, on first use. At most `padded_source_length +
+    extra_length` tokens are generated.
+
+    The SavedModel is written to a temporary directory next to `path` and renamed into place,
+    so `path` never holds a half-written model. The translator's settings are stored in
+    `path/assets.extra/keras_transformer.json` (read by `keras-transformer translate`).
+
+    On the JAX and PyTorch backends the translator is saved to a temporary `.keras` file and
+    exported by `keras-transformer export` in a `KERAS_BACKEND=tensorflow` subprocess.
+
+    Args:
+        translator: `keras_transformer.Translator`, or the path of a `.keras` file that holds
+            one (as written by `translator.save`).
+        path: str or `os.PathLike`. Directory of the SavedModel.
+        beam_size: int. Defaults to `None`: the translator's.
+        alpha: float. Defaults to `None`: the translator's.
+        jit_compile: bool. Compile the search with XLA. Defaults to `True`.
+        overwrite: bool. Replace an existing `path`. Defaults to `True`.
+
+    Returns:
+        `path`, as a str.
+
+    Example:
+
+    ```python
+    translator.save("translator.keras")
+    export_saved_model(translator, "exported")
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+
+    serve = tf.saved_model.load("exported").signatures["serving_default"]
+    serve(inputs=tf.constant(["¿Dónde está?"]))["translations"]
+    ```
+    """
+    import keras
+
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"`path` already exists and `overwrite=False`. Received: path={path!r}")
+    if beam_size is not None and (
+        isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1
+    ):
+        raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+    if alpha is not None and (
+        isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
+    ):
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    if not isinstance(translator, (str, os.PathLike)):
+        _check_translator(translator)
+    if keras.backend.backend() != "tensorflow":
+        return _export_in_subprocess(translator, path, beam_size, alpha, jit_compile)
+    if isinstance(translator, (str, os.PathLike)):
+        from keras_transformer.translator import Translator
+
+        translator = Translator.load(translator)
+    beam_size = translator.beam_size if beam_size is None else beam_size
+    alpha = translator.alpha if alpha is None else alpha
+
+    import tensorflow as tf
+
+    serve = make_serving_function(translator, beam_size, float(alpha), jit_compile)
+    archive = keras.export.ExportArchive()
+    archive.track(translator.model)
+    archive.add_endpoint(
+        name=SIGNATURE_NAME,
+        fn=serve,
+        input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)],
+    )
+    metadata = {
+        "max_source_length": translator.max_source_length,
+        "extra_length": translator.extra_length,
+        "beam_size": beam_size,
+        "alpha": float(alpha),
+        "bucket_boundaries": list(translator.bucket_boundaries),
+        "jit_compile": bool(jit_compile),
+    }
+
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    try:
+        archive.write_out(temporary, verbose=False)
+        os.makedirs(os.path.join(temporary, "assets.extra"), exist_ok=True)
+        with open(os.path.join(temporary, METADATA_PATH), "w", encoding="utf-8") as file:
+            json.dump(metadata, file, indent=2)
+        _replace_directory(temporary, path)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return path
+
+
+def make_serving_function(translator, beam_size, alpha, jit_compile=True):
+    """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
+
+    Works eagerly and inside `tf.function`; only TensorFlow and tensorflow-text ops (the
+    search itself in a nested `tf.function(jit_compile=True)`, one per source bucket).
+
+    Args:
+        translator: `keras_transformer.Translator` (TensorFlow backend).
+        beam_size: int. `1` runs greedy search.
+        alpha: float. Length penalty.
+        jit_compile: bool. Compile the search with XLA. Defaults to `True`.
+
+    Returns:
+        A Python function of one string tensor of shape `(batch,)`.
+    """
+    import tensorflow as tf
+
+    from keras_transformer.generation import Generator
+
+    tokenizer = translator.tokenizer
+    target_tokenizer = translator.target_tokenizer or tokenizer
+    generator = Generator(
+        translator.model,
+        start_id=target_tokenizer.start_id,
+        end_id=target_tokenizer.end_id,
+        pad_id=target_tokenizer.pad_id,
+        extra_length=translator.extra_length,
+        jit_compile=jit_compile,
+    )
+    boundaries = list(translator.bucket_boundaries)
+    max_pieces = translator.max_source_length - 2
+    start_id, end_id, pad_id = tokenizer.start_id, tokenizer.end_id, tokenizer.pad_id
+    search = "greedy" if beam_size == 1 else "beam"
+
+    def translate_rows(source):
+        """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
+        num_rows = source.nrows(out_type=tf.int32)
+        lengths = tf.cast(source.row_lengths(), tf.int32)
+        # Rows padded to a power of two by repeating the last one: it ends with that row, so
+        # padding never makes the search run longer.
+        padded_rows = _next_power_of_two(num_rows)
+        source = tf.gather(source, tf.minimum(tf.range(padded_rows), num_rows - 1))
+        bucket_index = tf.searchsorted(
+            tf.constant(boundaries, tf.int32), tf.reduce_max(lengths)[None], side="left"
+        )[0]
+
+        def branch(bucket):
+            def run():
+                encoder_inputs = source.to_tensor(default_value=pad_id, shape=[None, bucket])
+                function = generator.function(
+                    search, bucket + translator.extra_length, beam_size, alpha
+                )
+                sequences, scores = function(encoder_inputs)
+                if search == "beam":
+                    sequences, scores = sequences[:, 0], scores[:, 0]
+                return target_tokenizer.detokenize(sequences), scores
+
+            return run
+
+        texts, scores = tf.switch_case(bucket_index, [branch(bucket) for bucket in boundaries])
+        return texts[:num_rows], scores[:num_rows]
+
+    def serve(inputs):
+        # The signature's shape is not enforced at call time: check it with a runtime op.
+        inputs = tf.ensure_shape(tf.convert_to_tensor(inputs, tf.string), [None])  # (batch,)
+        pieces = tokenizer.tokenize(inputs)  # (batch, None)
+        num_pieces = pieces.row_lengths()
+        truncated = num_pieces > max_pieces
+        batch = tf.shape(inputs)[0]
+        start = tf.fill([batch, 1], tf.constant(start_id, tf.int32))
+        end = tf.fill([batch, 1], tf.constant(end_id, tf.int32))
+        source = tf.concat([start, pieces[:, :max_pieces], end], axis=1)  # (batch, None)
+
+        # Inputs without a token translate to "" without running the model.
+        nonempty = num_pieces > 0
+        rows = tf.cast(tf.where(nonempty)[:, 0], tf.int32)  # (num_nonempty,)
+        count = tf.size(rows)
+        texts, scores = tf.cond(
+            count > 0,
+            lambda: translate_rows(tf.gather(source, rows)),
+            lambda: (tf.zeros([0], tf.string), tf.zeros([0], tf.float32)),
+        )
+        # Row i of the batch is row `position[i]` of the non-empty rows.
+        position = tf.maximum(tf.cumsum(tf.cast(nonempty, tf.int32)) - 1, 0)
+        safe = tf.minimum(position, tf.maximum(count - 1, 0))
+        texts = tf.concat([texts, [""]], axis=0)  # One extra row: gather never fails.
+        scores = tf.concat([scores, [0.0]], axis=0)
+        texts = tf.where(nonempty, tf.gather(texts, safe), "")
+        scores = tf.where(nonempty, tf.gather(scores, safe), 0.0)
+        return {"translations": texts, "scores": scores, "truncated": truncated}
+
+    return serve
+
+
+def _next_power_of_two(value):
+    """The smallest power of two `>= value` for an int32 scalar tensor `value >= 1`."""
+    import tensorflow as tf
+
+    value = value - 1
+    for shift in (1, 2, 4, 8, 16):
+        value = tf.bitwise.bitwise_or(value, tf.bitwise.right_shift(value, shift))
+    return value + 1
+
+
+def read_metadata(path):
+    """The translator settings stored with a SavedModel by `export_saved_model` (or `{}`)."""
+    try:
+        with open(os.path.join(os.fspath(path), METADATA_PATH), encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_translator(translator):
+    from keras_transformer.translator import Translator
+
+    if not isinstance(translator, Translator):
+        raise ValueError(
+            "`translator` must be a `keras_transformer.Translator` or the path of a `.keras` "
+            f"file holding one. Received: translator={translator!r}"
+        )
+
+
+def _replace_directory(source, destination):
+    """Renames `source` to `destination`, replacing it; `destination` is never half-written."""
+    if not os.path.exists(destination):
+        os.rename(source, destination)
+        return
+    backup = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(destination)}.old-", dir=os.path.dirname(source)
+    )
+    os.rmdir(backup)
+    os.rename(destination, backup)
+    try:
+        os.rename(source, destination)
+    except BaseException:
+        os.rename(backup, destination)
+        raise
+    if os.path.isdir(backup):
+        shutil.rmtree(backup, ignore_errors=True)
+    else:
+        os.remove(backup)
+
+
+def _export_in_subprocess(translator, path, beam_size, alpha, jit_compile):
+    """Runs `keras-transformer export` under `KERAS_BACKEND=tensorflow`."""
+    with tempfile.TemporaryDirectory() as directory:
+        if isinstance(translator, (str, os.PathLike)):
+            keras_path = os.fspath(translator)
+        else:
+            keras_path = os.path.join(directory, "translator.keras")
+            translator.save(keras_path)
+        command = [sys.executable, "-m", "keras_transformer.cli", "export", keras_path, path]
+        if beam_size is not None:
+            command += ["--beam-size", str(beam_size)]
+        if alpha is not None:
+            command += ["--alpha", str(alpha)]
+        if not jit_compile:
+            command.append("--no-jit-compile")
+        environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+        result = subprocess.run(command, env=environment, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(
+            "Exporting under the TensorFlow backend failed (exit status "
+            f"{result.returncode}) running {' '.join(command)}:\n{result.stderr[-4000:]}"
+        )
+    return path

@@ -1,0 +1,216 @@
+"""Tests for the `keras-transformer` command (`keras_transformer.cli`).
+
+`translate` is tested on the SavedModel of `tests/test_export.py` (TensorFlow backend: it is
+trained and exported once per session) and, on every backend, on a small `.keras` Translator.
+"""
+
+import io
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_transformer import Transformer, cli
+from keras_transformer.translator import Translator
+from tests.test_export import BAD_INPUTS, SENTENCES, TRUNCATED, exported_translator
+
+BACKEND = keras.backend.backend()
+tensorflow_only = pytest.mark.skipif(
+    BACKEND != "tensorflow", reason="the SavedModel is exported on the TensorFlow backend"
+)
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    if BACKEND != "tensorflow":
+        pytest.skip("the SavedModel is exported on the TensorFlow backend")
+    return exported_translator(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def loaded_saved_model(exported):
+    """The SavedModel, loaded once for the in-process tests (each load compiles anew)."""
+    _, _, saved_model_path = exported
+    return cli._load_translation_backend(str(saved_model_path))
+
+
+@pytest.fixture(scope="module")
+def small_keras_translator(tmp_path_factory):
+    """`(translator, path)`: an untrained Translator saved to a `.keras` file."""
+    from keras_transformer.text import train_tokenizer
+
+    keras.utils.set_random_seed(0)
+    tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
+    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1)
+    translator = Translator(model, tokenizer, max_source_length=16, extra_length=4, beam_size=2)
+    path = tmp_path_factory.mktemp("cli") / "small.keras"
+    translator.save(path)
+    return translator, path
+
+
+def run_main(capsysbinary, argv, stdin=None, monkeypatch=None):
+    """Runs `cli.main(argv)`; returns `(status, stdout lines as str, stderr as str)`."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status = cli.main(argv)
+    captured = capsysbinary.readouterr()
+    lines = captured.out.decode("utf-8").split("\n")
+    assert lines[-1] == ""
+    return status, lines[:-1], captured.err.decode("utf-8")
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    output = capsys.readouterr().out
+    assert "translate" in output and "export" in output
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--help"])
+    assert "--model" in capsys.readouterr().out
+
+
+def test_importing_the_cli_loads_no_translation_code():
+    code = (
+        "import sys, keras_transformer.cli\n"
+        "heavy = ('tensorflow', 'keras_transformer.translator', 'keras_transformer.export')\n"
+        "print([name for name in heavy if name in sys.modules])"
+    )
+    # KERAS_BACKEND=jax: Keras then imports no TensorFlow, so nothing else would.
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@tensorflow_only
+def test_translate_sentences_from_arguments(exported, loaded_saved_model, capsysbinary):
+    translator, _, saved_model_path = exported
+    assert loaded_saved_model.limit == " (32 tokens, i.e. 30 word pieces)"
+    status, lines, errors = run_main(
+        capsysbinary, ["translate", "--model", str(saved_model_path), *SENTENCES]
+    )
+    assert status == 0 and errors == ""
+    assert lines == translator(SENTENCES)
+
+
+@tensorflow_only
+def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbinary, monkeypatch):
+    translator, _, saved_model_path = exported
+    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    stdin = b"\n".join([sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS) + b"\n"
+    status, lines, errors = run_main(
+        capsysbinary,
+        ["translate", "--model", str(saved_model_path), "--batch-size", "4", "--scores"],
+        stdin=stdin,
+        monkeypatch=monkeypatch,
+    )
+    assert status == 0
+    assert len(lines) == 2 + len(BAD_INPUTS)  # One line per input line, even empty ones.
+    scores, texts = zip(*(line.split("\t", 1) for line in lines), strict=True)
+    assert list(texts) == translator(SENTENCES[:2] + BAD_INPUTS)
+    assert all(float(score) <= 0 for score in scores)
+    # The over-long input (line 2 + 4) is truncated, and the note says so.
+    long_line = 2 + TRUNCATED.index(True) + 1
+    assert f"note: sentence {long_line} is longer than the model's maximum source length" in errors
+    assert errors.count("note:") == 1
+
+
+@tensorflow_only
+def test_translate_empty_stdin_prints_nothing(
+    exported, loaded_saved_model, capsysbinary, monkeypatch
+):
+    _, _, saved_model_path = exported
+    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    status, lines, errors = run_main(
+        capsysbinary, ["translate", "--model", str(saved_model_path)], b"", monkeypatch
+    )
+    assert (status, lines, errors) == (0, [], "")
+
+
+@tensorflow_only
+@pytest.mark.slow
+def test_console_script_reads_stdin(exported):
+    translator, _, saved_model_path = exported
+    result = subprocess.run(
+        [SCRIPT, "translate", "--model", str(saved_model_path)],
+        input="\n".join(SENTENCES[:3] + ["", "你好"]).encode() + b"\n",
+        capture_output=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.decode().splitlines() == translator(SENTENCES[:3] + ["", "你好"])
+
+
+def test_translate_with_a_keras_file(small_keras_translator, capsysbinary):
+    translator, path = small_keras_translator
+    sentences = [SENTENCES[3], "", "tres " * 15]
+    translations = translator.translate(sentences)
+    assert [translation.truncated for translation in translations] == [False, False, True]
+    status, lines, errors = run_main(capsysbinary, ["translate", "--model", str(path), *sentences])
+    assert status == 0
+    assert lines == [translation.text for translation in translations]
+    assert errors.count("note:") == 1
+    assert "note: sentence 3 is longer than the model's maximum source length (16 tokens" in errors
+
+
+def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinary):
+    translator, path = small_keras_translator
+    argument = os.fsdecode(b"dos \xff\xfe")  # What Python makes of such bytes in argv.
+    status, lines, _ = run_main(capsysbinary, ["translate", "--model", str(path), argument])
+    assert status == 0 and lines == translator([b"dos \xff\xfe"])
+
+
+def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
+    argv = ["translate", "--model", str(tmp_path / "missing"), "hola"]
+    status, lines, errors = run_main(capsysbinary, argv)
+    assert status == 2 and lines == []
+    assert "error: cannot load the model" in errors and "Traceback" not in errors
+    status, _, errors = run_main(capsysbinary, ["export", str(tmp_path / "missing.keras"), "out"])
+    assert status == 1 and "error: cannot export" in errors
+
+
+def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monkeypatch):
+    class FailingOnSecondBatch:
+        limit = ""
+
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, batch):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("out of memory")
+            return [b.decode().upper() for b in batch], [0.0] * len(batch), [False] * len(batch)
+
+    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: FailingOnSecondBatch())
+    argv = ["translate", "--model", "any", "--batch-size", "2"]
+    status, lines, errors = run_main(capsysbinary, argv, b"a\nb\nc\nd\ne\n", monkeypatch)
+    assert status == 1
+    assert lines == ["A", "B", "", "", "E"]
+    assert "error: sentences 3-4 failed: RuntimeError: out of memory" in errors
+
+
+@tensorflow_only  # Other backends: tests/test_export.py::test_export_from_another_backend.
+def test_export_subcommand(small_keras_translator, tmp_path, capsysbinary):
+    _, path = small_keras_translator
+    argv = ["export", str(path), str(tmp_path / "out"), "--beam-size", "1"]
+    status, _, errors = run_main(capsysbinary, argv)
+    assert status == 0 and f"wrote {tmp_path / 'out'}" in errors
+    assert (tmp_path / "out" / "saved_model.pb").exists()
+
+
+def test_bad_arguments_exit_with_usage(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "--model", "m", "--batch-size", "0", "x"])
+    assert exit_info.value.code == 2
+    assert "must be a positive int" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main([])
