@@ -33,8 +33,15 @@ test-fast: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check keras_transformer tests
 
+# The tiny Transformer learns Spanish -> English number names (configs/demo.toml): under 10
+# minutes on 2 CPU cores; prints exact match and BLEU, exports runs/demo/saved_model.
 demo: $(VENV)/.installed
-	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/python -m keras_transformer.cli demo
+	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/demo.toml
+
+# Spanish -> English on the SWORD Bible (configs/bible.toml) for MINUTES minutes (default 60),
+# then test BLEU (sacrebleu). Running it again continues a run the budget stopped.
+bible: $(VENV)/.installed
+	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/bible.toml --minutes $${MINUTES:-60}
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

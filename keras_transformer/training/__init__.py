@@ -1,0 +1,71 @@
+"""Training: `train(config)`, its config, and the callbacks and helpers it is made of.
+
+- `train`, `TrainingConfig`, `load_config`: the training entry point and its TOML/YAML config
+  (`keras-transformer train --config FILE`).
+- `ResumableBackupAndRestore`: atomic, step-exact `BackupAndRestore` (`kill -9` recovery).
+- `PeriodicCheckpoint`, `average_checkpoints`: checkpoints and their average (paper §6.1).
+- `BleuCallback`, `corpus_bleu`, `exact_match`: validation BLEU during training.
+- `TimeLimit`: stop cleanly when a time budget is spent.
+- `TensorBoardLogger`: TensorBoard scalars without the `tensorboard` package.
+- `setup_distribution`, `GlobalTokenMeanCrossentropy`, `enable_replica_jit`:
+  `MirroredStrategy` (TensorFlow) and `DataParallel` (JAX, one or more processes).
+"""
+
+from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
+from keras_transformer.training.backup import ResumableBackupAndRestore
+from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
+from keras_transformer.training.checkpoints import (
+    PeriodicCheckpoint,
+    list_checkpoints,
+    save_weights_atomically,
+)
+from keras_transformer.training.config import (
+    DataConfig,
+    DistributionConfig,
+    EvaluationConfig,
+    ExportConfig,
+    ModelConfig,
+    OptimizerConfig,
+    TrainingConfig,
+    TrainingSection,
+    load_config,
+)
+from keras_transformer.training.distribution import (
+    DistributionContext,
+    GlobalTokenMeanCrossentropy,
+    enable_replica_jit,
+    setup_distribution,
+)
+from keras_transformer.training.tensorboard import TensorBoardLogger
+from keras_transformer.training.time_limit import TimeLimit
+from keras_transformer.training.trainer import TrainingResult, plan_fits, train
+
+__all__ = [
+    "BleuCallback",
+    "DataConfig",
+    "DistributionConfig",
+    "DistributionContext",
+    "EvaluationConfig",
+    "ExportConfig",
+    "GlobalTokenMeanCrossentropy",
+    "ModelConfig",
+    "OptimizerConfig",
+    "PeriodicCheckpoint",
+    "ResumableBackupAndRestore",
+    "TensorBoardLogger",
+    "TimeLimit",
+    "TrainingConfig",
+    "TrainingResult",
+    "TrainingSection",
+    "average_checkpoints",
+    "average_last_checkpoints",
+    "corpus_bleu",
+    "enable_replica_jit",
+    "exact_match",
+    "list_checkpoints",
+    "load_config",
+    "plan_fits",
+    "save_weights_atomically",
+    "setup_distribution",
+    "train",
+]

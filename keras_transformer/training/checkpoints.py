@@ -1,0 +1,143 @@
+"""Periodic, atomically written weight checkpoints, numbered by training step."""
+
+import logging
+import os
+import re
+import tempfile
+
+import keras
+
+from keras_transformer.training.distribution import sync_model_state
+from keras_transformer.training.files import atomic_path, remove_temporaries
+
+logger = logging.getLogger("keras_transformer")
+
+CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
+
+
+def checkpoint_path(directory, step):
+    """`directory/ckpt-00001234.weights.h5` for `step=1234`."""
+    return os.path.join(directory, f"ckpt-{int(step):08d}.weights.h5")
+
+
+def list_checkpoints(directory):
+    """The complete checkpoints in `directory`, oldest first, as `[(step, path), ...]`.
+
+    Temporary files of an interrupted write never match, so every listed file is complete.
+    """
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in os.listdir(directory):
+        match = CHECKPOINT_PATTERN.match(name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(directory, name)))
+    return sorted(found)
+
+
+def save_weights_atomically(model, path, is_chief=True):
+    """`model.save_weights(path)` through a temporary file and an atomic rename.
+
+    In multi-process JAX training every process must call it at the same point (syncing and
+    reading distributed variables are collective operations): process 0 (`is_chief`) writes
+    `path`, the others write a scratch file that is deleted at once.
+
+    Args:
+        model: a built `keras.Model`.
+        path: str. Must end in `.weights.h5`.
+        is_chief: bool. Whether this process writes `path`. Defaults to `True`.
+    """
+    sync_model_state(model)
+    if is_chief:
+        with atomic_path(path) as temporary:
+            model.save_weights(temporary)
+    else:
+        with tempfile.TemporaryDirectory() as directory:
+            model.save_weights(os.path.join(directory, "scratch.weights.h5"))
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves the model weights every `save_freq` steps, keeping the last `keep` files.
+
+    Files are named `ckpt-STEP.weights.h5` after the optimizer step and written atomically
+    (temporary file, then rename), so a killed process never leaves a partial checkpoint. A
+    last checkpoint is written when training ends (unless one exists for that step). These
+    are the checkpoints `average_checkpoints` averages (paper §6.1: the last 5).
+
+    Only process 0 writes (`is_chief`), in multi-process training; every process must use
+    the callback (saving is a collective operation there).
+
+    Args:
+        directory: str. Where the checkpoints go.
+        save_freq: int or `"epoch"`. Steps between checkpoints, or the end of each epoch.
+            Defaults to `"epoch"`.
+        keep: int. Newest checkpoints kept; older ones are deleted. Defaults to `5`.
+        is_chief: bool. Whether this process writes. Defaults to `True`.
+
+    Example:
+
+    >>> import numpy as np, tempfile
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> directory = tempfile.mkdtemp()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[PeriodicCheckpoint(directory, save_freq=3, keep=2)])
+    >>> [step for step, _ in list_checkpoints(directory)]
+    [3, 4]
+    """
+
+    def __init__(self, directory, save_freq="epoch", keep=5, is_chief=True):
+        super().__init__()
+        if save_freq != "epoch" and (
+            isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1
+        ):
+            raise ValueError(
+                f"`save_freq` must be 'epoch' or an int >= 1. Received: save_freq={save_freq!r}"
+            )
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"`keep` must be an int >= 1. Received: keep={keep!r}")
+        self.directory = os.fspath(directory)
+        self.save_freq = save_freq
+        self.keep = keep
+        self.is_chief = is_chief
+        self._step = 0
+        self._saved_step = None
+
+    def on_train_begin(self, logs=None):
+        # The optimizer step, counted here from now on: reading the variable in the middle of
+        # a JAX epoch would need a full state sync.
+        sync_model_state(self.model)
+        self._step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        if self.is_chief:
+            os.makedirs(self.directory, exist_ok=True)
+            remove_temporaries(self.directory)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self.save_freq != "epoch" and self._step % self.save_freq == 0:
+            self.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self.save()
+
+    def on_train_end(self, logs=None):
+        self.save()
+
+    def save(self):
+        """Writes the checkpoint of the current step (if missing) and prunes old ones.
+
+        Returns:
+            str, the checkpoint path.
+        """
+        step = self._step
+        path = checkpoint_path(self.directory, step)
+        if step == self._saved_step:
+            return path
+        self._saved_step = step
+        save_weights_atomically(self.model, path, is_chief=self.is_chief)
+        if self.is_chief:
+            for _, old in list_checkpoints(self.directory)[: -self.keep]:
+                os.remove(old)
+        return path
+

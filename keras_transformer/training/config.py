@@ -1,0 +1,527 @@
+"""The training configuration: one dataclass per section of a TOML or YAML file.
+
+Every field has a default, and the defaults are the paper's recipe (Vaswani et al., 2017, §5):
+the base model (6 layers, d_model 512, 8 heads, d_ff 2048, dropout 0.1), a shared source-target
+vocabulary with tied embeddings, Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9, the warm-up schedule
+with 4000 warm-up steps, label smoothing 0.1, batches of about 25,000 source and 25,000 target
+tokens, 100,000 steps, the average of the last 5 checkpoints, and beam search with beam size 4
+and length penalty 0.6. A file only lists what differs, e.g.:
+
+```toml
+output_dir = "runs/demo"
+
+[data]
+dataset = "number_words"
+vocabulary_size = 1000
+
+[model]
+preset = "tiny"
+
+[training]
+train_steps = 2000
+```
+
+Pure Python: importing this module imports neither Keras nor TensorFlow.
+"""
+
+import dataclasses
+import json
+import os
+
+DATASETS = ("number_words", "sword_bible", "tsv")
+PRESETS = ("", "tiny", "base", "big")
+MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """`[data]`: the corpus, the tokenizer and the batches.
+
+    Args:
+        dataset: str. `"number_words"` (Spanish -> English number names, embedded, see
+            `keras_transformer.datasets.number_words`), `"sword_bible"` (the verse-aligned
+            Reina-Valera 1909 / World English Bible), `"tsv"` (your own `source<TAB>target`
+            file, split with `keras_transformer.datasets.split_pairs`). Defaults to
+            `"number_words"`.
+        path: str. The TSV file, for `dataset = "tsv"`. Defaults to `""`.
+        options: dict. Extra keyword arguments of the dataset function (e.g. `num_train`,
+            `max_number` or `source_lang` of `number_words`; `source` and `target` module
+            names of `sword_bible`; `source_column`, `target_column`, `num_columns` of
+            `read_tsv`). Defaults to `{}`.
+        num_validation: int. Validation pairs (BLEU during training). Defaults to `1000`.
+        num_test: int. Test pairs (the final evaluation). Defaults to `1000`.
+        vocabulary_size: int. Size of the shared WordPiece vocabulary, trained on both sides
+            of the training pairs (paper: a shared vocabulary of about 37,000 tokens).
+            Defaults to `37000`.
+        lowercase: bool. Lower-case the text before tokenizing. Defaults to `False`.
+        max_length: int. Longest kept sequence in tokens, `[START]`/`[END]` included; longer
+            training pairs are dropped (and counted). Defaults to `128`.
+        tokens_per_batch: int. Padded positions per side and batch (paper: batches of about
+            25,000 source and 25,000 target tokens). The global batch: it is split across
+            replicas and processes. Defaults to `25000`.
+        bucket_boundaries: list of int. Padded lengths of the length buckets; each is one
+            batch shape (one compilation). Defaults to `[]`:
+            `keras_transformer.data.default_bucket_boundaries(max_length)`.
+    """
+
+    dataset: str = "number_words"
+    path: str = ""
+    options: dict = dataclasses.field(default_factory=dict)
+    num_validation: int = 1000
+    num_test: int = 1000
+    vocabulary_size: int = 37000
+    lowercase: bool = False
+    max_length: int = 128
+    tokens_per_batch: int = 25000
+    bucket_boundaries: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """`[model]`: the Transformer. A field left out takes the preset's value.
+
+    Args:
+        preset: str. `"tiny"`, `"base"` or `"big"` (paper Table 3), or `""` for explicit sizes
+            only (then a missing size takes the `Transformer` default, the base model's).
+            Defaults to `"base"`.
+        num_layers: int. Encoder layers (paper base: 6). Defaults to `None` (preset).
+        num_decoder_layers: int. Decoder layers. Defaults to `None` (`num_layers`).
+        d_model: int. Model width (paper base: 512). Defaults to `None` (preset).
+        num_heads: int. Attention heads (paper base: 8). Defaults to `None` (preset).
+        ff_dim: int. Inner feed-forward width (paper base: 2048). Defaults to `None` (preset).
+        dropout: float. Residual and embedding dropout (paper base: 0.1). Defaults to `None`
+            (preset: 0.1 for tiny and base, 0.3 for big).
+        attention_dropout: float. Dropout on attention probabilities. Defaults to `None` (0).
+        activation: str. Feed-forward activation. Defaults to `None` (`"relu"`).
+        norm_first: bool. Pre-LN blocks instead of the paper's post-LN. Defaults to `None`
+            (`False`).
+        share_embeddings: bool. One matrix for source and target embeddings and the softmax
+            projection (paper §3.4). Defaults to `True`.
+    """
+
+    preset: str = "base"
+    num_layers: int | None = None
+    num_decoder_layers: int | None = None
+    d_model: int | None = None
+    num_heads: int | None = None
+    ff_dim: int | None = None
+    dropout: float | None = None
+    attention_dropout: float | None = None
+    activation: str | None = None
+    norm_first: bool | None = None
+    share_embeddings: bool = True
+
+    def overrides(self):
+        """The constructor arguments of `Transformer` set in this section (`None`s left out)."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name != "preset" and getattr(self, field.name) is not None
+        }
+
+
+@dataclasses.dataclass
+class OptimizerConfig:
+    """`[optimizer]`: Adam and the learning-rate schedule (paper §5.3).
+
+    `lr = learning_rate_scale · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)`.
+
+    Args:
+        beta_1: float. Defaults to `0.9`.
+        beta_2: float. Defaults to `0.98`.
+        epsilon: float. Defaults to `1e-9`.
+        warmup_steps: int. Defaults to `4000`.
+        learning_rate_scale: float. Multiplier of the schedule. Defaults to `1.0`.
+        clipnorm: float. Clip each gradient to this norm; `0` does not clip (the paper does
+            not). Defaults to `0.0`.
+    """
+
+    beta_1: float = 0.9
+    beta_2: float = 0.98
+    epsilon: float = 1e-9
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    clipnorm: float = 0.0
+
+
+@dataclasses.dataclass
+class TrainingSection:
+    """`[training]`: the loop, its budget, checkpoints and fault tolerance.
+
+    Args:
+        train_steps: int. Optimizer steps in all (paper base: 100,000). Defaults to `100000`.
+        steps_per_epoch: int. Steps between end-of-epoch work (validation loss, BLEU,
+            TensorBoard); `0` means one pass over the training data. The last epoch is
+            shortened so that the total is exactly `train_steps`. Defaults to `0`.
+        minutes: float. Time budget in minutes, counted from the start of `train` (data and
+            tokenizer included); when it is spent, training stops after the current step and
+            the run ends normally (final checkpoint, averaging, evaluation, export), keeping
+            the backup so that running the same command again continues. `0` is no limit.
+            Defaults to `0`.
+        label_smoothing: float. Label smoothing of the loss (paper: 0.1). Defaults to `0.1`.
+        mixed_precision: str. `""` (float32), `"bf16"` (`mixed_bfloat16`) or `"fp16"`
+            (`mixed_float16`, with dynamic loss scaling). Logits and loss stay float32.
+            Defaults to `""`.
+        jit_compile: bool or `"auto"`. XLA-compile the train step (`"auto"` is Keras'
+            choice: on for JAX, off for TensorFlow on CPU and under `tf.distribute`, off for
+            PyTorch). Defaults to `"auto"`.
+        seed: int. Seeds weights, dropout and the data order. Defaults to `0`.
+        checkpoint_every: int. Steps between kept checkpoints (`checkpoints/ckpt-STEP.weights.h5`);
+            `0` writes one at the end of each epoch. A last one is written when training
+            stops. Defaults to `0`.
+        average_checkpoints: int. Average the weights of the last N checkpoints into the final
+            model (paper: 5); `1` keeps the last weights. Older checkpoints are deleted.
+            Defaults to `5`.
+        backup_every: int. Steps between backups of the whole training state (weights,
+            optimizer, step) for `kill -9` recovery; the same command resumes from the last
+            one. Defaults to `100`.
+        tensorboard: bool. Write TensorBoard logs to `OUTPUT_DIR/logs`. Defaults to `True`.
+    """
+
+    train_steps: int = 100000
+    steps_per_epoch: int = 0
+    minutes: float = 0.0
+    label_smoothing: float = 0.1
+    mixed_precision: str = ""
+    jit_compile: bool | str = "auto"
+    seed: int = 0
+    checkpoint_every: int = 0
+    average_checkpoints: int = 5
+    backup_every: int = 100
+    tensorboard: bool = True
+
+
+@dataclasses.dataclass
+class EvaluationConfig:
+    """`[evaluation]`: BLEU during training, the final test, and the sample translations.
+
+    Args:
+        beam_size: int. Beam size (paper: 4). Defaults to `4`.
+        alpha: float. Length penalty (paper: 0.6). Defaults to `0.6`.
+        extra_length: int. Translations have at most source length + this many tokens (paper:
+            50). Defaults to `50`.
+        bleu_every: int. Steps between validation BLEU evaluations; `0` evaluates at the end of
+            each epoch; `-1` never. Defaults to `0`.
+        bleu_sentences: int. Validation sentences decoded for BLEU during training; `0` is all.
+            Defaults to `0`.
+        batch_size: int. Sentences decoded together. Defaults to `64`.
+        test: bool. At the end, translate the test split and report corpus BLEU (sacrebleu)
+            and exact match. Defaults to `True`.
+        samples: list of str. Sentences translated by the exported model at the end. Defaults
+            to `[]`: the first `num_samples` test sources.
+        num_samples: int. Defaults to `5`.
+    """
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    extra_length: int = 50
+    bleu_every: int = 0
+    bleu_sentences: int = 0
+    batch_size: int = 64
+    test: bool = True
+    samples: list = dataclasses.field(default_factory=list)
+    num_samples: int = 5
+
+
+@dataclasses.dataclass
+class ExportConfig:
+    """`[export]`: what the end of the run writes (atomically) under the output directory.
+
+    Args:
+        translator: bool. `translator.keras`, the `Translator` (model, tokenizer, search
+            settings) for `Translator.load`. Defaults to `True`.
+        saved_model: bool. `saved_model/`, a TensorFlow SavedModel serving strings to strings
+            (`keras_transformer.export.export_saved_model`). Defaults to `True`.
+    """
+
+    translator: bool = True
+    saved_model: bool = True
+
+
+@dataclasses.dataclass
+class DistributionConfig:
+    """`[distribution]`: data parallelism (see `docs/training.md`).
+
+    Args:
+        strategy: str. `"auto"` (a `MirroredStrategy` on TensorFlow or `DataParallel` on JAX
+            when there is more than one device or process, else none), `"none"`,
+            `"mirrored"` (TensorFlow `tf.distribute.MirroredStrategy`, one process, several
+            devices) or `"data_parallel"` (JAX `keras.distribution.DataParallel`, one or more
+            processes). Defaults to `"auto"`.
+        devices: list of str. Devices to use (e.g. `["/gpu:0", "/gpu:1"]` or, for JAX,
+            `["cpu:0", "cpu:1"]`); `[]` is all of them. Defaults to `[]`.
+        cpu_devices: int. Split the CPU into this many logical devices (to try data
+            parallelism without accelerators); `0` leaves it alone. Must be set before the
+            backend initializes its devices. Defaults to `0`.
+        coordinator_address: str. JAX multi-process: `"host:port"` of process 0, as
+            `jax.distributed.initialize` expects. Defaults to `""` (one process).
+        num_processes: int. JAX multi-process: number of processes. Defaults to `1`.
+        process_id: int. JAX multi-process: this process's rank, `0 .. num_processes - 1`.
+            Defaults to `0`.
+        initialization_timeout: int. Seconds to wait for the other processes. Defaults to
+            `300`.
+        cpu_collectives: str. JAX CPU collectives between processes (`"gloo"`; `""` leaves
+            JAX's default). Defaults to `"gloo"`.
+    """
+
+    strategy: str = "auto"
+    devices: list = dataclasses.field(default_factory=list)
+    cpu_devices: int = 0
+    coordinator_address: str = ""
+    num_processes: int = 1
+    process_id: int = 0
+    initialization_timeout: int = 300
+    cpu_collectives: str = "gloo"
+
+
+SECTIONS = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "optimizer": OptimizerConfig,
+    "training": TrainingSection,
+    "evaluation": EvaluationConfig,
+    "export": ExportConfig,
+    "distribution": DistributionConfig,
+}
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    """The whole configuration of `keras_transformer.training.train`.
+
+    Top-level fields plus one section per table of the file: `[data]` (`DataConfig`),
+    `[model]` (`ModelConfig`), `[optimizer]` (`OptimizerConfig`), `[training]`
+    (`TrainingSection`), `[evaluation]` (`EvaluationConfig`), `[export]` (`ExportConfig`),
+    `[distribution]` (`DistributionConfig`). Unknown keys raise a `ValueError`.
+
+    Args:
+        output_dir: str. Where the run writes everything (see `docs/training.md`). Defaults to
+            `"runs/transformer"`.
+        data, model, optimizer, training, evaluation, export, distribution: the sections.
+
+    Example:
+
+    >>> config = TrainingConfig.from_dict({"model": {"preset": "tiny"}})
+    >>> config.model.preset, config.optimizer.beta_2, config.training.label_smoothing
+    ('tiny', 0.98, 0.1)
+    """
+
+    output_dir: str = "runs/transformer"
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
+    evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
+    export: ExportConfig = dataclasses.field(default_factory=ExportConfig)
+    distribution: DistributionConfig = dataclasses.field(default_factory=DistributionConfig)
+
+    @classmethod
+    def from_dict(cls, values):
+        """Builds a validated config from nested dicts (as parsed from TOML or YAML).
+
+        Args:
+            values: dict. Top-level keys and one dict per section.
+
+        Returns:
+            A `TrainingConfig`.
+        """
+        if not isinstance(values, dict):
+            raise ValueError(f"A config must be a table of sections. Received: {values!r}")
+        values = dict(values)
+        sections = {}
+        for name, section_class in SECTIONS.items():
+            section_values = values.pop(name, None) or {}
+            if not isinstance(section_values, dict):
+                raise ValueError(
+                    f"`{name}` must be a table of settings. Received: {name}={section_values!r}"
+                )
+            known = {field.name for field in dataclasses.fields(section_class)}
+            unknown = sorted(set(section_values) - known)
+            if unknown:
+                raise ValueError(
+                    f"Unknown setting(s) {unknown} in [{name}]; known: {sorted(known)}. "
+                    f"Received: {name}={section_values!r}"
+                )
+            sections[name] = section_class(**section_values)
+        known = {field.name for field in dataclasses.fields(cls)} - set(SECTIONS)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown top-level setting(s) or section(s) {unknown}; known: "
+                f"{sorted(known | set(SECTIONS))}. Received: {unknown[0]}={values[unknown[0]]!r}"
+            )
+        config = cls(**values, **sections)
+        config.validate()
+        return config
+
+    def to_dict(self):
+        """The config as nested plain dicts (JSON-serializable)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes):
+        """A copy with `section.field` (or top-level) values changed, validated.
+
+        Args:
+            **changes: `"training.minutes": 5`-style keys (pass them as `**{...}`) or top-level
+                names such as `output_dir`.
+
+        Returns:
+            A new `TrainingConfig`.
+        """
+        values = self.to_dict()
+        for key, value in changes.items():
+            set_dotted(values, key, value)
+        return TrainingConfig.from_dict(values)
+
+    def validate(self):
+        """Raises `ValueError` naming the first invalid setting."""
+        data, model, training = self.data, self.model, self.training
+        evaluation, distribution = self.evaluation, self.distribution
+        _check_choice("data.dataset", data.dataset, DATASETS)
+        if data.dataset == "tsv" and not data.path:
+            raise ValueError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
+        _check_choice("model.preset", model.preset, PRESETS)
+        _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
+        _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
+        if training.jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "`training.jit_compile` must be true, false or 'auto'. "
+                f"Received: training.jit_compile={training.jit_compile!r}"
+            )
+        for name, value, minimum in (
+            ("data.num_validation", data.num_validation, 0),
+            ("data.num_test", data.num_test, 0),
+            ("data.vocabulary_size", data.vocabulary_size, 8),
+            ("data.max_length", data.max_length, 3),
+            ("data.tokens_per_batch", data.tokens_per_batch, data.max_length),
+            ("optimizer.warmup_steps", self.optimizer.warmup_steps, 1),
+            ("training.train_steps", training.train_steps, 1),
+            ("training.steps_per_epoch", training.steps_per_epoch, 0),
+            ("training.checkpoint_every", training.checkpoint_every, 0),
+            ("training.average_checkpoints", training.average_checkpoints, 1),
+            ("training.backup_every", training.backup_every, 1),
+            ("evaluation.beam_size", evaluation.beam_size, 1),
+            ("evaluation.extra_length", evaluation.extra_length, 1),
+            ("evaluation.batch_size", evaluation.batch_size, 1),
+            ("evaluation.bleu_every", evaluation.bleu_every, -1),
+            ("evaluation.bleu_sentences", evaluation.bleu_sentences, 0),
+            ("evaluation.num_samples", evaluation.num_samples, 0),
+            ("distribution.cpu_devices", distribution.cpu_devices, 0),
+            ("distribution.num_processes", distribution.num_processes, 1),
+            ("distribution.process_id", distribution.process_id, 0),
+            ("distribution.initialization_timeout", distribution.initialization_timeout, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
+        for name, value in (
+            ("training.minutes", training.minutes),
+            ("training.label_smoothing", training.label_smoothing),
+            ("optimizer.learning_rate_scale", self.optimizer.learning_rate_scale),
+            ("optimizer.clipnorm", self.optimizer.clipnorm),
+            ("evaluation.alpha", evaluation.alpha),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+        if training.label_smoothing >= 1:
+            raise ValueError(
+                "`training.label_smoothing` must be in [0, 1). "
+                f"Received: training.label_smoothing={training.label_smoothing}"
+            )
+        if distribution.process_id >= distribution.num_processes:
+            raise ValueError(
+                "`distribution.process_id` must be < distribution.num_processes "
+                f"({distribution.num_processes}). Received: "
+                f"distribution.process_id={distribution.process_id}"
+            )
+        if distribution.num_processes > 1 and not distribution.coordinator_address:
+            raise ValueError(
+                "`distribution.coordinator_address` ('host:port' of process 0) is required "
+                "with num_processes > 1. Received: distribution.coordinator_address=''"
+            )
+        if not isinstance(evaluation.samples, list) or not all(
+            isinstance(sample, str) for sample in evaluation.samples
+        ):
+            raise ValueError(
+                "`evaluation.samples` must be a list of strings. "
+                f"Received: evaluation.samples={evaluation.samples!r}"
+            )
+
+
+def load_config(path, overrides=None):
+    """Reads a TOML (`.toml`) or YAML (`.yaml`, `.yml`) training config.
+
+    Args:
+        path: str or `os.PathLike`. The file.
+        overrides: dict of `"section.field": value` applied after reading. Defaults to
+            `None`.
+
+    Returns:
+        A validated `TrainingConfig`.
+
+    Example:
+
+    >>> config = load_config("configs/demo.toml")  # doctest: +SKIP
+    >>> config.model.preset  # doctest: +SKIP
+    'tiny'
+    """
+    path = os.fspath(path)
+    extension = os.path.splitext(path)[1].lower()
+    if extension == ".toml":
+        import tomllib
+
+        with open(path, "rb") as file:
+            values = tomllib.load(file)
+    elif extension in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ImportError("YAML configs need PyYAML: pip install pyyaml") from None
+        with open(path, encoding="utf-8") as file:
+            values = yaml.safe_load(file) or {}
+    elif extension == ".json":
+        with open(path, encoding="utf-8") as file:
+            values = json.load(file)
+    else:
+        raise ValueError(
+            "`path` must end in .toml, .yaml, .yml or .json. Received: "
+            f"path={path!r}"
+        )
+    for key, value in (overrides or {}).items():
+        set_dotted(values, key, value)
+    return TrainingConfig.from_dict(values)
+
+
+def set_dotted(values, key, value):
+    """Sets `values["section"]["field"] = value` for `key="section.field"` (in place)."""
+    parts = key.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise ValueError(f"`key` must be 'field' or 'section.field'. Received: key={key!r}")
+    if len(parts) == 2:
+        section = values.setdefault(parts[0], {})
+        if not isinstance(section, dict):
+            raise ValueError(f"`{parts[0]}` is not a section. Received: key={key!r}")
+        section[parts[1]] = value
+    else:
+        values[parts[0]] = value
+
+
+def parse_value(text):
+    """Parses a command-line `--set` value as a TOML value, else keeps the string.
+
+    Example:
+
+    >>> parse_value("3"), parse_value("true"), parse_value("[1, 2]"), parse_value("tiny")
+    (3, True, [1, 2], 'tiny')
+    """
+    import tomllib
+
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {list(choices)}. Received: {name}={value!r}")

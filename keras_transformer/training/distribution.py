@@ -1,0 +1,478 @@
+"""Data parallelism: `tf.distribute.MirroredStrategy` on TensorFlow, `DataParallel` on JAX.
+
+What is supported (see `docs/training.md`):
+
+- TensorFlow, one process, several devices: `tf.distribute.MirroredStrategy`. The model, the
+  optimizer and `compile` are created inside `strategy.scope()`; Keras splits each global
+  batch across the replicas and sums the gradients.
+- JAX, one process or several: `keras.distribution.DataParallel` over all devices of all
+  processes (`jax.distributed.initialize` with a coordinator address, the process count and
+  the process id). Each process feeds its slice of every global batch.
+- Keras 3 does not support `tf.distribute.MultiWorkerMirroredStrategy` (nor
+  `ParameterServerStrategy`): for several machines use the JAX backend with `DataParallel`.
+- PyTorch: one device only (no `torch.distributed` integration here).
+
+The loss is the mean over the real tokens of the *global* batch on every path, so a
+distributed step computes the same update as a single-device step on the same global batch.
+"""
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import types
+
+import keras
+from keras import ops
+
+from keras_transformer.losses import LabelSmoothedCrossentropy
+
+logger = logging.getLogger("keras_transformer")
+
+# Set by the per-replica XLA train step: the global token count, computed outside XLA.
+_REPLICA_STATE = threading.local()
+
+
+@dataclasses.dataclass
+class DistributionContext:
+    """How this process trains: the strategy, the replicas and this process's rank.
+
+    Attributes:
+        strategy: str. `"none"`, `"mirrored"` or `"data_parallel"`.
+        num_replicas: int. Devices the global batch is split across (all processes).
+        num_processes: int. Processes taking part.
+        process_id: int. This process's rank.
+        tf_strategy: the `tf.distribute.MirroredStrategy`, or `None`.
+        keras_distribution: the `keras.distribution.DataParallel`, or `None`.
+    """
+
+    strategy: str = "none"
+    num_replicas: int = 1
+    num_processes: int = 1
+    process_id: int = 0
+    tf_strategy: object = None
+    keras_distribution: object = None
+
+    @property
+    def is_chief(self):
+        """Whether this process writes files and prints reports (rank 0)."""
+        return self.process_id == 0
+
+    @property
+    def is_distributed(self):
+        return self.strategy != "none"
+
+    def scope(self):
+        """The context in which to create, compile and fit the model."""
+        if self.tf_strategy is not None:
+            return self.tf_strategy.scope()
+        if self.keras_distribution is not None:
+            return self.keras_distribution.scope()
+        return contextlib.nullcontext()
+
+    def prepare_dataset(self, dataset):
+        """Makes a `tf.data` dataset of global batches ready for this strategy.
+
+        Each batch gets all-`[PAD]` rows (which the masked loss and metrics ignore) up to a
+        multiple of `num_replicas`, so it splits evenly across devices; with several
+        processes each process then keeps its own contiguous slice of every global batch
+        (JAX assembles the global batch from the slices).
+
+        Args:
+            dataset: `tf.data.Dataset` of `(inputs dict, targets)` batches.
+
+        Returns:
+            The prepared `tf.data.Dataset`.
+        """
+        if self.num_replicas == 1 and self.num_processes == 1:
+            return dataset
+        import tensorflow as tf
+
+        multiple = self.num_replicas
+        num_processes, process_id = self.num_processes, self.process_id
+
+        def pad_and_slice(inputs, targets):
+            rows = tf.shape(targets)[0]
+            padded_rows = (rows + multiple - 1) // multiple * multiple
+            paddings = [[0, padded_rows - rows], [0, 0]]
+            inputs = {key: tf.pad(value, paddings) for key, value in inputs.items()}
+            targets = tf.pad(targets, paddings)
+            if num_processes > 1:
+                per_process = padded_rows // num_processes
+                begin = process_id * per_process
+                inputs = {key: value[begin : begin + per_process] for key, value in inputs.items()}
+                targets = targets[begin : begin + per_process]
+            return inputs, targets
+
+        return dataset.map(pad_and_slice)
+
+
+def setup_distribution(config):
+    """Sets up devices, processes and the strategy described by a `DistributionConfig`.
+
+    Call it first, before anything runs on the backend: logical CPU devices and
+    `jax.distributed.initialize` must come before the backend initializes its devices.
+
+    Args:
+        config: `keras_transformer.training.DistributionConfig`.
+
+    Returns:
+        A `DistributionContext`.
+
+    Example:
+
+    >>> from keras_transformer.training import DistributionConfig
+    >>> context = setup_distribution(DistributionConfig(strategy="none"))
+    >>> context.num_replicas, context.is_chief
+    (1, True)
+    """
+    backend = keras.backend.backend()
+    strategy = config.strategy
+    if config.cpu_devices:
+        configure_cpu_devices(config.cpu_devices)
+    if config.num_processes > 1:
+        if backend != "jax":
+            raise ValueError(
+                "Several processes need the JAX backend (Keras 3 does not support "
+                "tf.distribute.MultiWorkerMirroredStrategy). Received: "
+                f"num_processes={config.num_processes} with KERAS_BACKEND={backend!r}"
+            )
+        if strategy not in ("auto", "data_parallel"):
+            raise ValueError(
+                "Several processes need strategy='data_parallel'. Received: "
+                f"strategy={strategy!r}, num_processes={config.num_processes}"
+            )
+        initialize_jax_processes(
+            config.coordinator_address,
+            config.num_processes,
+            config.process_id,
+            timeout=config.initialization_timeout,
+            cpu_collectives=config.cpu_collectives,
+        )
+    if strategy == "auto":
+        strategy = _auto_strategy(backend, config)
+    if strategy == "none":
+        return DistributionContext()
+    if strategy == "mirrored":
+        if backend != "tensorflow":
+            raise ValueError(
+                "strategy='mirrored' needs the TensorFlow backend; use 'data_parallel' with "
+                f"JAX. Received: strategy='mirrored' with KERAS_BACKEND={backend!r}"
+            )
+        import tensorflow as tf
+
+        devices = list(config.devices) or _tf_devices() or None
+        tf_strategy = tf.distribute.MirroredStrategy(devices=devices)
+        logger.info("MirroredStrategy over %s.", tf_strategy.extended.worker_devices)
+        return DistributionContext(
+            strategy="mirrored",
+            num_replicas=tf_strategy.num_replicas_in_sync,
+            tf_strategy=tf_strategy,
+        )
+    if backend != "jax":
+        raise ValueError(
+            "strategy='data_parallel' needs the JAX backend; use 'mirrored' with TensorFlow. "
+            f"Received: strategy='data_parallel' with KERAS_BACKEND={backend!r}"
+        )
+    import jax
+
+    devices = list(config.devices) or keras.distribution.list_devices()
+    distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    logger.info("DataParallel over %d devices in %d processes.", len(devices), jax.process_count())
+    return DistributionContext(
+        strategy="data_parallel",
+        num_replicas=len(devices),
+        num_processes=jax.process_count(),
+        process_id=jax.process_index(),
+        keras_distribution=distribution,
+    )
+
+
+def configure_cpu_devices(count):
+    """Splits the host CPU into `count` logical devices (TensorFlow or JAX).
+
+    Must run before the backend initializes its devices (before the first tensor is made),
+    so tests call it in a fresh subprocess.
+
+    Args:
+        count: int >= 1.
+    """
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"`count` must be an int >= 1. Received: count={count!r}")
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        cpus = tf.config.list_physical_devices("CPU")
+        try:
+            tf.config.set_logical_device_configuration(
+                cpus[0], [tf.config.LogicalDeviceConfiguration()] * count
+            )
+        except RuntimeError as error:
+            if len(tf.config.list_logical_devices("CPU")) != count:
+                raise RuntimeError(
+                    f"Cannot split the CPU into {count} devices: TensorFlow already "
+                    "initialized its devices. Set `distribution.cpu_devices` in a fresh "
+                    "process, before anything runs on TensorFlow."
+                ) from error
+    elif backend == "jax":
+        import jax
+
+        try:
+            jax.config.update("jax_num_cpu_devices", count)
+        except RuntimeError as error:
+            if jax.local_device_count() != count:
+                raise RuntimeError(
+                    f"Cannot split the CPU into {count} devices: JAX already initialized "
+                    "its backend. Set `distribution.cpu_devices` in a fresh process."
+                ) from error
+    else:
+        raise ValueError(
+            "`cpu_devices` is supported on TensorFlow and JAX only. Received: "
+            f"KERAS_BACKEND={backend!r}"
+        )
+
+
+def initialize_jax_processes(
+    coordinator_address, num_processes, process_id, timeout=300, cpu_collectives="gloo"
+):
+    """`jax.distributed.initialize` (once per process), with CPU collectives between processes.
+
+    Args:
+        coordinator_address: str. `"host:port"` of process 0.
+        num_processes: int.
+        process_id: int. This process's rank.
+        timeout: int. Seconds to wait for the other processes. Defaults to `300`.
+        cpu_collectives: str. `jax_cpu_collectives_implementation` (`"gloo"`), or `""`.
+            Defaults to `"gloo"`.
+    """
+    import jax
+
+    if jax.distributed.is_initialized():
+        return
+    if cpu_collectives:
+        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+        initialization_timeout=timeout,
+    )
+    logger.info("JAX process %d of %d initialized.", jax.process_index(), jax.process_count())
+
+
+def all_processes_agree(flag):
+    """Process 0's boolean, on every process (JAX multi-process); `flag` itself otherwise.
+
+    Every process must call it at the same point (it is a collective).
+    """
+    if keras.backend.backend() != "jax":
+        return bool(flag)
+    import jax
+
+    if jax.process_count() == 1:
+        return bool(flag)
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.array(bool(flag))))
+
+
+def sync_model_state(model):
+    """Writes the JAX trainer's in-flight state back into the model's variables.
+
+    During `fit`, the JAX backend keeps the variables outside the model until the end of the
+    epoch; a callback that reads or saves weights in the middle of an epoch calls this first.
+    A no-op on the other backends.
+    """
+    if keras.backend.backend() == "jax" and hasattr(model, "jax_state_sync"):
+        model.jax_state_sync()
+
+
+def to_numpy(value):
+    """A variable or tensor as a NumPy array, on every backend and strategy.
+
+    Handles TensorFlow mirrored variables and JAX arrays replicated across processes.
+    """
+    if isinstance(value, keras.Variable):
+        value = value.value
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            value = value.addressable_data(0)
+    return ops.convert_to_numpy(value)
+
+
+def local_copy(model):
+    """A copy of `model` outside any strategy, with the same weights, for decoding and export.
+
+    Call it outside `DistributionContext.scope()`.
+    """
+    copy = model.__class__.from_config(model.get_config())
+    copy_weights(model, copy)
+    return copy
+
+
+def copy_weights(source, destination):
+    """Copies `source`'s weights into `destination` (same architecture) through NumPy."""
+    sync_model_state(source)
+    destination.set_weights([to_numpy(variable) for variable in source.weights])
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class GlobalTokenMeanCrossentropy(LabelSmoothedCrossentropy):
+    """`LabelSmoothedCrossentropy` that averages over the real tokens of the global batch.
+
+    Under `tf.distribute` each replica sees a slice of the global batch and the gradients of
+    the replicas are summed. Dividing each replica's loss sum by its own token count (what
+    the base class does) would weight tokens of short slices more and, summed over `R`
+    replicas, make the update `R` times too large. This loss divides each replica's sum by
+    the token count of the whole global batch (an all-reduce), so the summed gradient is
+    exactly the single-device gradient of the global batch, and Keras' loss tracker (which
+    multiplies each replica's value by `R` and averages) reports the global mean. Outside
+    `tf.distribute` (and on JAX, whose `DataParallel` computes the loss on the global batch)
+    it is the base class.
+
+    Args: as `keras_transformer.LabelSmoothedCrossentropy`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> loss = GlobalTokenMeanCrossentropy(label_smoothing=0.0)
+    >>> logits = np.log(np.array([[[0.5, 0.25, 0.25], [0.2, 0.4, 0.4]]], "float32"))
+    >>> round(float(loss(np.array([[1, 0]]), logits)), 4)
+    1.3863
+    """
+
+    def __init__(self, name="global_token_mean_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        global_weight = getattr(_REPLICA_STATE, "global_weight", None)
+        context = _tf_replica_context()
+        if self.reduction != "sum_over_batch_size" or (context is None and global_weight is None):
+            return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+        import tensorflow as tf
+
+        with keras.name_scope(self.name):
+            losses = self.call(y_true, y_pred)  # (batch, length), 0 at padding
+            if sample_weight is not None:
+                losses = losses * _expand_weight(sample_weight, losses)
+            if global_weight is None:
+                global_weight = context.all_reduce(
+                    tf.distribute.ReduceOp.SUM, self.token_weight(y_true, sample_weight)
+                )
+            global_weight = tf.stop_gradient(global_weight)
+            return ops.sum(losses) / ops.maximum(global_weight, 1e-9)
+
+    def token_weight(self, y_true, sample_weight=None):
+        """The (sample-weighted) number of real target tokens of this replica's batch."""
+        weights = ops.cast(self._real(y_true), "float32")
+        if sample_weight is not None:
+            weights = weights * _expand_weight(sample_weight, weights)
+        return ops.sum(weights)
+
+
+def enable_replica_jit(model):
+    """Makes a model compiled under `MirroredStrategy` train with XLA, one program per replica.
+
+    Keras compiles the whole train step with XLA (`jit_compile=True`): forward, backward,
+    gradient all-reduce and update. Under `MirroredStrategy` that fails (one trace is shared by
+    all replicas, so XLA reads replica 1's variables from replica 0's device, and XLA cannot
+    compile the cross-device all-reduce), which is why Keras turns `jit_compile="auto"` off
+    under `tf.distribute`. This replaces the model's `train_step` (on this instance only) with
+    one that compiles the forward and backward pass with XLA separately on each replica's
+    device, and leaves the token count all-reduce, the gradient all-reduce and the optimizer
+    update to `tf.distribute`. Compile the model with `jit_compile=False` and a
+    `GlobalTokenMeanCrossentropy` loss first.
+
+    Args:
+        model: a compiled `keras.Model` (TensorFlow backend).
+    """
+    if not isinstance(getattr(model, "loss", None), GlobalTokenMeanCrossentropy):
+        raise ValueError(
+            "enable_replica_jit needs a model compiled with GlobalTokenMeanCrossentropy. "
+            f"Received: loss={getattr(model, 'loss', None)!r}"
+        )
+    model.jit_compile = False
+    model.train_step = types.MethodType(_replica_jit_train_step, model)
+    model.train_function = None
+
+
+def _replica_jit_train_step(self, data):
+    """`train_step` with the forward and backward pass XLA-compiled on the replica's device."""
+    import tensorflow as tf
+
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    context = tf.distribute.get_replica_context()
+    global_weight = context.all_reduce(
+        tf.distribute.ReduceOp.SUM, self.loss.token_weight(y, sample_weight)
+    )
+    trainable_weights = self.trainable_weights
+
+    def forward_backward(x, y, sample_weight, global_weight):
+        _REPLICA_STATE.global_weight = global_weight
+        try:
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self._compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+                )
+                scaled_loss = self.optimizer.scale_loss(loss)
+        finally:
+            _REPLICA_STATE.global_weight = None
+        return loss, y_pred, tape.gradient(scaled_loss, trainable_weights)
+
+    # A new function at each trace of the step, i.e. once per replica, traced under that
+    # replica's device scope.
+    compiled = tf.function(forward_backward, jit_compile=True, autograph=False)
+    loss, y_pred, gradients = compiled(x, y, sample_weight, global_weight)
+    rows = tf.shape(next(value for value in tf.nest.flatten(x) if value is not None))[0]
+    # Keras' loss tracker convention: it averages `replicas * loss` over the replicas.
+    self._loss_tracker.update_state(loss * context.num_replicas_in_sync, sample_weight=rows)
+    self.optimizer.apply_gradients(zip(gradients, trainable_weights))
+    return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def _expand_weight(sample_weight, like):
+    sample_weight = ops.cast(sample_weight, "float32")
+    while len(sample_weight.shape) < len(like.shape):
+        sample_weight = sample_weight[..., None]
+    return sample_weight
+
+
+def _tf_replica_context():
+    """The replica context of a `tf.distribute` strategy with several replicas, else `None`."""
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return None
+    return context
+
+
+def _auto_strategy(backend, config):
+    if backend == "tensorflow":
+        devices = list(config.devices) or _tf_devices()
+        return "mirrored" if len(devices) > 1 else "none"
+    if backend == "jax":
+        import jax
+
+        devices = list(config.devices) or jax.devices()
+        return "data_parallel" if len(devices) > 1 else "none"
+    return "none"
+
+
+def _tf_devices():
+    """Accelerators if any, else the logical CPUs when the CPU was split."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        return [device.name for device in gpus]
+    cpus = tf.config.list_logical_devices("CPU")
+    return [device.name for device in cpus] if len(cpus) > 1 else []
+

@@ -1,0 +1,591 @@
+"""`train(config)`: data, tokenizer, model, `fit`, checkpoints, evaluation and export in one call.
+
+The run writes everything under `config.output_dir`:
+
+```
+config.json             the resolved configuration
+tokenizer.json          the shared WordPiece vocabulary (reused when the run resumes)
+backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
+checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
+logs/                   TensorBoard (train/ and validation/)
+model.weights.h5        the final (averaged) weights
+translator.keras        the Translator (model + tokenizer + beam search settings)
+saved_model/            the TensorFlow SavedModel serving strings
+metrics.json            test BLEU and exact match, steps, time, samples
+```
+
+Every file is written atomically (temporary name, then rename), so a killed run never leaves a
+file that the next run would load half-written. Running the same command again after a kill
+resumes from the backup, at the step where it was, and ends with the same number of optimizer
+steps as an uninterrupted run.
+"""
+
+import dataclasses
+import logging
+import math
+import os
+import time
+
+import keras
+
+from keras_transformer.training.config import MIXED_PRECISION, TrainingConfig, load_config
+from keras_transformer.training.files import read_json, remove_temporaries, write_json
+
+logger = logging.getLogger("keras_transformer")
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What `train` did.
+
+    Attributes:
+        model: the trained `Transformer` (final, averaged weights).
+        translator: `keras_transformer.Translator` around a copy of the model that decodes
+            outside any distribution strategy (`None` on processes other than 0).
+        tokenizer: the `keras_transformer.text.Tokenizer`.
+        history: dict of lists, the merged `History.history` of the `fit` calls of this run.
+        metrics: dict. `steps`, `stopped_by_time_limit`, `train_seconds`, and on process 0
+            `test_bleu`, `test_exact_match`, `samples` (as also written to `metrics.json`).
+        output_dir: str.
+        config: the `TrainingConfig` used.
+    """
+
+    model: object
+    translator: object
+    tokenizer: object
+    history: dict
+    metrics: dict
+    output_dir: str
+    config: TrainingConfig
+
+
+@dataclasses.dataclass
+class RunPaths:
+    """The files of a run under `output_dir` (see the module docstring)."""
+
+    output_dir: str
+
+    def __post_init__(self):
+        join = os.path.join
+        self.config = join(self.output_dir, "config.json")
+        self.tokenizer = join(self.output_dir, "tokenizer.json")
+        self.backup = join(self.output_dir, "backup")
+        self.checkpoints = join(self.output_dir, "checkpoints")
+        self.logs = join(self.output_dir, "logs")
+        self.weights = join(self.output_dir, "model.weights.h5")
+        self.translator = join(self.output_dir, "translator.keras")
+        self.saved_model = join(self.output_dir, "saved_model")
+        self.metrics = join(self.output_dir, "metrics.json")
+
+
+def train(config, callbacks=None, verbose="auto"):
+    """Trains a Transformer as `config` says, then evaluates and exports it.
+
+    Steps: set up the distribution strategy; load the dataset splits; train (or, when
+    resuming, reload) the shared WordPiece tokenizer; build the `tf.data` pipeline (a
+    seeded, repeated stream of token-budgeted batches: step `k` always gets the same batch);
+    build and compile the model, the optimizer (Adam with the warm-up schedule) and the
+    label-smoothed loss inside the strategy's scope; `fit` with Keras progress bars,
+    TensorBoard, periodic checkpoints, backups, validation loss, validation BLEU and the
+    time budget (`fit` sees `steps_per_epoch` batches per epoch of the stream); average the last checkpoints; translate the test split (beam search) and
+    report corpus BLEU and exact match; save the `Translator` and export the SavedModel; and
+    translate a few samples with the exported SavedModel.
+
+    Args:
+        config: `TrainingConfig`, a dict of sections, or the path of a TOML/YAML file.
+        callbacks: list of extra `keras.callbacks.Callback`s for `fit`. Defaults to `None`.
+        verbose: `fit` verbosity (`"auto"`, 0, 1, 2); `0` also silences the report.
+            Defaults to `"auto"`.
+
+    Returns:
+        A `TrainingResult`.
+
+    Example:
+
+    ```python
+    from keras_transformer.training import load_config, train
+
+    result = train(load_config("configs/demo.toml"))
+    print(result.metrics["test_exact_match"], result.metrics["test_bleu"])
+    ```
+    """
+    start_time = time.monotonic()
+    config = _as_config(config)
+    from keras_transformer.training.distribution import setup_distribution
+
+    context = setup_distribution(config.distribution)
+    report = _Reporter(enabled=context.is_chief and verbose != 0)
+    keras.utils.set_random_seed(config.training.seed)
+    paths = RunPaths(os.path.abspath(config.output_dir))
+    if context.is_chief:
+        os.makedirs(paths.output_dir, exist_ok=True)
+        remove_temporaries(paths.output_dir)
+        write_json(paths.config, config.to_dict())
+    report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
+           f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
+           f"process(es)), output {paths.output_dir}")
+
+    # === Data and tokenizer ===
+    splits = load_splits(config.data)
+    report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
+           f"validation, {len(splits.test)} test pairs")
+    tokenizer = load_or_train_tokenizer(paths.tokenizer, splits.train, config.data, context.is_chief)
+    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces")
+    from keras_transformer.data import make_dataset
+
+    train_data = make_dataset(
+        splits.train,
+        tokenizer,
+        tokens_per_batch=config.data.tokens_per_batch,
+        max_length=config.data.max_length,
+        shuffle=True,
+        seed=config.training.seed,
+        bucket_boundaries=config.data.bucket_boundaries or None,
+        repeat=True,
+    )
+    one_pass = sum(
+        math.ceil(count / size)
+        for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
+    )
+    steps_per_epoch = config.training.steps_per_epoch or one_pass
+    train_steps = config.training.train_steps
+    report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
+           f"{steps_per_epoch} steps per epoch, {train_steps} steps")
+    validation_data = None
+    if splits.validation:
+        validation_data = make_dataset(
+            splits.validation,
+            tokenizer,
+            tokens_per_batch=config.data.tokens_per_batch,
+            max_length=config.data.max_length,
+            bucket_boundaries=config.data.bucket_boundaries or None,
+            shuffle=False,
+        ).dataset
+        validation_data = context.prepare_dataset(validation_data)
+
+    # === Model ===
+    with context.scope():
+        model = build_model(config, tokenizer.vocabulary_size())
+        compile_model(model, config, strategy=context.strategy)
+        model.optimizer.build(model.trainable_variables)
+    report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
+           f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
+           f"dtype policy {model.dtype_policy.name}")
+    from keras_transformer.training.distribution import copy_weights, local_copy
+    from keras_transformer.translator import Translator
+
+    evaluation = config.evaluation
+    eval_model = local_copy(model) if context.is_distributed else model
+    translator = Translator(
+        eval_model,
+        tokenizer,
+        beam_size=evaluation.beam_size,
+        alpha=evaluation.alpha,
+        max_source_length=config.data.max_length,
+        extra_length=evaluation.extra_length,
+        batch_size=evaluation.batch_size,
+    )
+
+    def translate(sources):
+        if eval_model is not model:
+            copy_weights(model, eval_model)
+        return translator(list(sources))
+
+    # === Callbacks ===
+    from keras_transformer.training.backup import ResumableBackupAndRestore
+    from keras_transformer.training.bleu import BleuCallback
+    from keras_transformer.training.checkpoints import PeriodicCheckpoint, list_checkpoints
+    from keras_transformer.training.time_limit import TimeLimit
+
+    training = config.training
+    backup = ResumableBackupAndRestore(
+        paths.backup,
+        save_freq=training.backup_every,
+        delete_checkpoint=False,
+        is_chief=context.is_chief,
+        restore_epoch=False,
+    )
+    time_limit = TimeLimit(training.minutes, start_time=start_time) if training.minutes else None
+    checkpoints = PeriodicCheckpoint(
+        paths.checkpoints,
+        save_freq=training.checkpoint_every or "epoch",
+        keep=training.average_checkpoints,
+        is_chief=context.is_chief,
+    )
+    callback_list = [backup, checkpoints, _StopAtStep(train_steps, backup)]
+    if time_limit is not None:
+        callback_list.append(time_limit)
+    if evaluation.bleu_every >= 0 and splits.validation:
+        pairs = splits.validation[: evaluation.bleu_sentences or None]
+        callback_list.append(
+            BleuCallback(
+                translate,
+                [source for source, _ in pairs],
+                [target for _, target in pairs],
+                every_steps=evaluation.bleu_every,
+                log_dir=paths.logs if training.tensorboard else None,
+                is_chief=context.is_chief,
+            )
+        )
+    if training.tensorboard and context.is_chief:
+        from keras_transformer.training.tensorboard import TensorBoardLogger
+
+        callback_list.append(TensorBoardLogger(paths.logs))
+    callback_list.extend(callbacks or [])
+
+    # === Fit ===
+    state = backup.state()
+    steps_done = min(state["step"], train_steps) if state else 0
+    if not state and context.is_chief and list_checkpoints(paths.checkpoints):
+        # A fresh start in the directory of an earlier run: its checkpoints must not be
+        # averaged with this run's.
+        for _, path in list_checkpoints(paths.checkpoints):
+            os.remove(path)
+        report(f"removed the checkpoints of an earlier run from {paths.checkpoints}")
+    if state:
+        report(f"resuming from the backup of step {steps_done} "
+               f"(epoch {steps_done // steps_per_epoch + 1}, "
+               f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
+    history = {}
+    fit_start = time.monotonic()
+    with context.scope():
+        for initial_epoch, epochs, epoch_steps, skip in plan_fits(
+            steps_done, train_steps, steps_per_epoch
+        ):
+            if time_limit is not None and time_limit.stopped:
+                break
+            dataset = context.prepare_dataset(train_data.dataset.skip(skip))
+            fit_history = model.fit(
+                dataset,
+                initial_epoch=initial_epoch,
+                epochs=epochs,
+                steps_per_epoch=epoch_steps,
+                validation_data=validation_data,
+                shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
+                callbacks=callback_list,
+                verbose=verbose if context.is_chief else 0,
+            )
+            for key, values in fit_history.history.items():
+                history.setdefault(key, []).extend(values)
+    train_seconds = time.monotonic() - fit_start
+    steps = backup.step
+    stopped_by_time = bool(time_limit is not None and time_limit.stopped and steps < train_steps)
+    if stopped_by_time:
+        report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
+               "run the same command again to continue")
+    else:
+        backup.delete()
+
+    # === Checkpoint averaging ===
+    from keras_transformer.training.averaging import average_last_checkpoints
+
+    averaged = []
+    if training.average_checkpoints > 1:
+        with context.scope():
+            averaged = average_last_checkpoints(
+                model, paths.checkpoints, training.average_checkpoints
+            )
+        if averaged:
+            report(f"averaged the last {len(averaged)} checkpoints (steps "
+                   f"{', '.join(str(step) for step, _ in averaged)})")
+    from keras_transformer.training.distribution import to_numpy
+
+    metrics = {
+        "steps": steps,
+        "optimizer_iterations": int(to_numpy(model.optimizer.iterations)),
+        "train_steps": train_steps,
+        "stopped_by_time_limit": stopped_by_time,
+        "train_seconds": round(train_seconds, 1),
+        "averaged_checkpoints": [step for step, _ in averaged],
+        "history": {key: [float(value) for value in values] for key, values in history.items()},
+    }
+    from keras_transformer.training.checkpoints import save_weights_atomically
+
+    save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
+    if not context.is_chief:
+        return TrainingResult(model, None, tokenizer, history, metrics, paths.output_dir, config)
+
+    # === Evaluation and export (process 0) ===
+    from keras_transformer.training.files import atomic_path
+
+    if eval_model is not model:
+        copy_weights(model, eval_model)
+    if evaluation.test and splits.test:
+        metrics.update(evaluate_translations(translator, splits.test, verbose=report.enabled))
+        report(f"test: BLEU {metrics['test_bleu']:.2f}, exact match "
+               f"{100 * metrics['test_exact_match']:.2f}% on {len(splits.test)} pairs "
+               f"({metrics['test_seconds']:.0f} s)")
+    if config.export.translator:
+        with atomic_path(paths.translator) as temporary:
+            translator.save(temporary)
+        report(f"saved {paths.translator}")
+    samples = list(evaluation.samples) or [
+        source for source, _ in splits.test[: evaluation.num_samples]
+    ]
+    if config.export.saved_model:
+        from keras_transformer.export import export_saved_model
+
+        export_start = time.monotonic()
+        export_saved_model(translator, paths.saved_model)
+        report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
+        if samples:
+            translations = translate_with_saved_model(paths.saved_model, samples)
+            metrics["samples"] = [
+                {"source": source, "translation": translation}
+                for source, translation in zip(samples, translations, strict=True)
+            ]
+            report("translations by the exported SavedModel:")
+            for source, translation in zip(samples, translations, strict=True):
+                report(f"  {source}  ->  {translation}")
+    metrics["total_seconds"] = round(time.monotonic() - start_time, 1)
+    write_json(paths.metrics, metrics)
+    report(f"done in {metrics['total_seconds']:.0f} s; metrics in {paths.metrics}")
+    return TrainingResult(model, translator, tokenizer, history, metrics, paths.output_dir, config)
+
+
+def plan_fits(steps_done, train_steps, steps_per_epoch):
+    """The `fit` calls that train from `steps_done` to `train_steps` in epochs of
+    `steps_per_epoch`.
+
+    A run resumed in the middle of an epoch first finishes that epoch (a `fit` of the
+    remaining steps), then runs the remaining epochs in one `fit` (its last epoch is cut at
+    `train_steps` by a callback).
+
+    Args:
+        steps_done: int. Steps already trained.
+        train_steps: int. Steps in all.
+        steps_per_epoch: int.
+
+    Returns:
+        A list of `(initial_epoch, epochs, steps_per_epoch, skip)`: the `fit` arguments and
+        the number of batches of the data stream to skip.
+
+    Example:
+
+    >>> plan_fits(0, 250, 100)
+    [(0, 3, 100, 0)]
+    >>> plan_fits(130, 250, 100)
+    [(1, 2, 70, 130), (2, 3, 100, 200)]
+    """
+    if steps_done >= train_steps:
+        return []
+    epochs = math.ceil(train_steps / steps_per_epoch)
+    epoch, batch = divmod(steps_done, steps_per_epoch)
+    fits = []
+    if batch:
+        remaining = min(steps_per_epoch, train_steps - epoch * steps_per_epoch) - batch
+        fits.append((epoch, epoch + 1, remaining, steps_done))
+        epoch += 1
+    if epoch < epochs:
+        fits.append((epoch, epochs, steps_per_epoch, epoch * steps_per_epoch))
+    return fits
+
+
+def load_splits(data):
+    """The `Splits(train, validation, test)` of `(source, target)` strings of a `DataConfig`."""
+    from keras_transformer import datasets
+
+    options = dict(data.options)
+    if data.dataset == "number_words":
+        return datasets.number_words(
+            num_validation=data.num_validation, num_test=data.num_test, **options
+        )
+    if data.dataset == "sword_bible":
+        return datasets.sword_bible(
+            num_validation=data.num_validation, num_test=data.num_test, **options
+        )
+    pairs = datasets.read_tsv(data.path, **options)
+    return datasets.split_pairs(list(pairs), num_validation=data.num_validation, num_test=data.num_test)
+
+
+def load_or_train_tokenizer(path, pairs, data, is_chief=True):
+    """The tokenizer saved at `path`, or a new shared vocabulary trained on both sides of
+    `pairs` (and saved there by process 0).
+
+    Args:
+        path: str. The `tokenizer.json` file (configuration and vocabulary).
+        pairs: list of `(source, target)` training pairs.
+        data: `DataConfig` (`vocabulary_size`, `lowercase`).
+        is_chief: bool. Whether this process writes the file. Defaults to `True`.
+
+    Returns:
+        A `keras_transformer.text.Tokenizer`.
+    """
+    from keras_transformer.text import Tokenizer, train_tokenizer
+
+    saved = read_json(path)
+    if saved:
+        config = {key: value for key, value in saved["config"].items() if key != "vocabulary"}
+        return Tokenizer.from_config({**config, "vocabulary": saved["vocabulary"]})
+    tokenizer = train_tokenizer(
+        [text for pair in pairs for text in pair],
+        vocabulary_size=data.vocabulary_size,
+        lowercase=data.lowercase,
+    )
+    if is_chief:
+        write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
+    return tokenizer
+
+
+def build_model(config, vocab_size):
+    """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
+    policy of `config.training`."""
+    from keras_transformer.models import Transformer
+
+    arguments = config.model.overrides()
+    arguments.setdefault("seed", config.training.seed)
+    dtype = MIXED_PRECISION[config.training.mixed_precision]
+    if dtype:
+        arguments["dtype"] = dtype
+    if config.model.preset:
+        model = Transformer.from_preset(config.model.preset, vocab_size=vocab_size, **arguments)
+    else:
+        model = Transformer(vocab_size=vocab_size, **arguments)
+    if dtype and model.dtype_policy.name != dtype:
+        # The functional constructor gives the layers the policy but not the model itself,
+        # and `compile` looks at the model's to add loss scaling for float16.
+        model.dtype_policy = keras.dtype_policies.get(dtype)
+    return model
+
+
+def compile_model(model, config, strategy="none"):
+    """Compiles `model` with the paper's optimizer, loss and a masked accuracy metric.
+
+    Under `"mirrored"` the loss is `GlobalTokenMeanCrossentropy` (the mean over the global
+    batch's tokens), and `jit_compile=True` compiles each replica's forward and backward pass
+    (`enable_replica_jit`) since Keras' whole-step XLA compilation does not work there.
+
+    Args:
+        model: `Transformer`.
+        config: `TrainingConfig`.
+        strategy: str. The `DistributionContext.strategy`. Defaults to `"none"`.
+    """
+    from keras_transformer.losses import LabelSmoothedCrossentropy
+    from keras_transformer.metrics import MaskedAccuracy
+    from keras_transformer.optimizers import transformer_adam
+    from keras_transformer.training.distribution import (
+        GlobalTokenMeanCrossentropy,
+        enable_replica_jit,
+    )
+
+    optimizer_config = config.optimizer
+    extra = {"clipnorm": optimizer_config.clipnorm} if optimizer_config.clipnorm else {}
+    optimizer = transformer_adam(
+        model.d_model,
+        warmup_steps=optimizer_config.warmup_steps,
+        scale=optimizer_config.learning_rate_scale,
+        beta_1=optimizer_config.beta_1,
+        beta_2=optimizer_config.beta_2,
+        epsilon=optimizer_config.epsilon,
+        **extra,
+    )
+    mirrored = strategy == "mirrored"
+    loss_class = GlobalTokenMeanCrossentropy if mirrored else LabelSmoothedCrossentropy
+    replica_jit = mirrored and config.training.jit_compile is True
+    model.compile(
+        optimizer=optimizer,
+        loss=loss_class(label_smoothing=config.training.label_smoothing),
+        metrics=[MaskedAccuracy(name="accuracy")],
+        jit_compile=False if replica_jit else config.training.jit_compile,
+    )
+    if replica_jit:
+        enable_replica_jit(model)
+
+
+def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
+    """Translates the sources of `pairs` and scores them against the targets.
+
+    Args:
+        translator: callable, list of str -> list of str (e.g. a `Translator`).
+        pairs: list of `(source, reference)`.
+        chunk_size: int. Sentences per call (the progress bar advances per chunk).
+            Defaults to `256`.
+        verbose: bool. Show a progress bar. Defaults to `True`.
+
+    Returns:
+        dict: `test_bleu` (sacrebleu corpus BLEU), `test_exact_match` (fraction),
+        `test_seconds`, and `test_examples` (the first 10 `(source, reference, hypothesis)`).
+    """
+    from keras_transformer.training.bleu import corpus_bleu, exact_match
+
+    start = time.monotonic()
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    hypotheses = []
+    chunks = range(0, len(sources), chunk_size)
+    if verbose:
+        from tqdm.auto import tqdm
+
+        chunks = tqdm(chunks, desc="translating the test split", unit="chunk")
+    for index in chunks:
+        hypotheses.extend(translator(sources[index : index + chunk_size]))
+    return {
+        "test_bleu": corpus_bleu(hypotheses, references),
+        "test_exact_match": exact_match(hypotheses, references),
+        "test_seconds": round(time.monotonic() - start, 1),
+        "test_examples": [
+            {"source": s, "reference": r, "hypothesis": h}
+            for s, r, h in list(zip(sources, references, hypotheses, strict=True))[:10]
+        ],
+    }
+
+
+def translate_with_saved_model(path, sentences):
+    """Translates `sentences` with the `serving_default` signature of an exported SavedModel.
+
+    Args:
+        path: str. The SavedModel directory (`keras_transformer.export.export_saved_model`).
+        sentences: list of str.
+
+    Returns:
+        list of str.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+
+    from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME
+
+    serve = tf.saved_model.load(path).signatures[SIGNATURE_NAME]
+    outputs = serve(**{INPUT_NAME: tf.constant(list(sentences), tf.string)})
+    return [text.decode("utf-8") for text in outputs["translations"].numpy()]
+
+
+class _StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the run reaches `train_steps` (cuts the last epoch short).
+
+    Reads the step count of the backup callback, which comes first in the callback list.
+    """
+
+    def __init__(self, train_steps, counter):
+        super().__init__()
+        self.train_steps = train_steps
+        self.counter = counter
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.counter.step >= self.train_steps:
+            self.model.stop_training = True
+
+
+class _Reporter:
+    """Prints the run's report lines (process 0, unless silenced)."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+
+    def __call__(self, message):
+        if self.enabled:
+            print(message, flush=True)
+
+
+def _as_config(config):
+    if isinstance(config, TrainingConfig):
+        config.validate()
+        return config
+    if isinstance(config, dict):
+        return TrainingConfig.from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(config)
+    raise ValueError(
+        "`config` must be a TrainingConfig, a dict or a config file path. "
+        f"Received: config={config!r}"
+    )

@@ -1,0 +1,104 @@
+"""The training config: paper defaults, TOML/YAML files, validation, command-line overrides."""
+
+import argparse
+import glob
+import os
+
+import pytest
+from training_helpers import REPO
+
+from keras_transformer.training.cli import add_train_arguments, config_from_args
+from keras_transformer.training.config import TrainingConfig, load_config, parse_value
+
+
+def test_defaults_are_the_paper_recipe():
+    config = TrainingConfig()
+    assert (config.optimizer.beta_1, config.optimizer.beta_2, config.optimizer.epsilon) == (
+        0.9,
+        0.98,
+        1e-9,
+    )
+    assert config.optimizer.warmup_steps == 4000
+    assert config.training.label_smoothing == 0.1
+    assert config.model.preset == "base" and config.model.share_embeddings
+    assert config.model.dropout is None  # the preset's: 0.1 for base
+    assert config.training.average_checkpoints == 5
+    assert (config.evaluation.beam_size, config.evaluation.alpha) == (4, 0.6)
+    assert config.evaluation.extra_length == 50
+    assert config.data.tokens_per_batch == 25000
+    assert config.training.train_steps == 100000
+
+
+def test_toml_and_yaml_files_give_the_same_config(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text(
+        'output_dir = "out"\n[model]\npreset = "tiny"\ndropout = 0.2\n'
+        "[training]\nminutes = 1.5\n[distribution]\ndevices = []\n"
+    )
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text(
+        "output_dir: out\nmodel:\n  preset: tiny\n  dropout: 0.2\ntraining:\n  minutes: 1.5\n"
+    )
+    assert load_config(toml) == load_config(yaml)
+    config = load_config(toml, overrides={"training.mixed_precision": "bf16"})
+    assert config.model.overrides() == {"dropout": 0.2, "share_embeddings": True}
+    assert config.training.mixed_precision == "bf16"
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"model": {"presett": "tiny"}}, "presett"),
+        ({"trainin": {}}, "trainin"),
+        ({"model": {"preset": "huge"}}, "model.preset='huge'"),
+        ({"training": {"mixed_precision": "int8"}}, "training.mixed_precision='int8'"),
+        ({"training": {"train_steps": 0}}, "training.train_steps=0"),
+        ({"training": {"label_smoothing": 1.0}}, "training.label_smoothing=1.0"),
+        ({"distribution": {"num_processes": 2}}, "coordinator_address"),
+        ({"distribution": {"num_processes": 2, "process_id": 2, "coordinator_address": "a:1"}},
+         "distribution.process_id=2"),
+        ({"data": {"dataset": "tsv"}}, "data.path"),
+    ],
+)
+def test_invalid_settings_raise_naming_them(values, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        TrainingConfig.from_dict(values)
+
+
+def test_shipped_configs_load():
+    paths = sorted(glob.glob(os.path.join(REPO, "configs", "*.toml")))
+    assert paths
+    for path in paths:
+        load_config(path)
+
+
+def test_command_line_overrides():
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--config", os.path.join(REPO, "configs", "demo.toml"),
+            "--minutes", "3",
+            "--mixed-precision", "fp16",
+            "--coordinator-address", "127.0.0.1:1234",
+            "--num-processes", "2",
+            "--process-id", "1",
+            "--set", "model.d_model=32",
+            "--set", "evaluation.samples=['uno', 'dos']",
+        ]
+    )
+    config = config_from_args(args)
+    assert config.training.minutes == 3.0
+    assert config.training.mixed_precision == "fp16"
+    assert config.distribution.coordinator_address == "127.0.0.1:1234"
+    assert (config.distribution.num_processes, config.distribution.process_id) == (2, 1)
+    assert config.model.d_model == 32
+    assert config.evaluation.samples == ["uno", "dos"]
+    assert config.model.preset == "tiny"  # from the file
+
+
+def test_parse_value():
+    assert parse_value("3") == 3
+    assert parse_value("0.5") == 0.5
+    assert parse_value("false") is False
+    assert parse_value("runs/x") == "runs/x"

@@ -1,0 +1,94 @@
+"""Data parallelism equals single-device training on the same global batches.
+
+- TensorFlow: `MirroredStrategy` over 2 logical CPU devices, `jit_compile` off and on.
+- JAX: `DataParallel` over 4 CPU devices: 2 processes on loopback (gloo), 2 devices each.
+
+Each runs in fresh subprocesses: devices and processes must be set up before the backend
+starts. Tolerances: the replicas add the same numbers in a different order, so results agree
+to float32 round-off. The attention key biases are left out of the weight comparison: their
+exact gradient is 0 (softmax ignores a constant added to all scores of a query), so Adam
+(epsilon 1e-9) turns round-off into learning-rate-sized steps of either sign; they do not
+change any output, which the logits comparison checks.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from training_helpers import REPO, SCRIPTS, run_python
+
+TOLERANCE = 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute is TF-only")
+def test_mirrored_strategy_equals_one_device():
+    result = run_python([os.path.join(SCRIPTS, "mirrored_equivalence.py")], timeout=400)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    results = json.loads(line[len("RESULT "):])
+    assert results["replicas"] == 2
+    assert results["weight_change"] > 0.05  # the runs did train
+    for jit in (0, 1):
+        assert results[f"mirrored_jit{jit}_loss_diff"] < TOLERANCE, results
+        assert results[f"mirrored_jit{jit}_weight_diff"] < TOLERANCE, results
+        assert results[f"mirrored_jit{jit}_logits_diff"] < TOLERANCE, results
+        assert results[f"dropout_jit{jit}_finite"], results
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def weights(path):
+    with np.load(path) as arrays:
+        return {name: arrays[name] for name in arrays.files}
+
+
+def max_difference(first, second, select):
+    return max(float(np.max(np.abs(first[key] - second[key]))) for key in first if select(key))
+
+
+def is_weight(key):
+    return key not in ("logits", "history_loss") and not key.endswith("key/bias")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution runs on JAX")
+def test_jax_data_parallel_over_two_processes_equals_one_device(tmp_path):
+    script = os.path.join(SCRIPTS, "jax_data_parallel.py")
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, script, str(tmp_path), str(port), str(rank)],
+            cwd=REPO,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
+    finally:
+        for rank in ranks:
+            if rank.poll() is None:
+                rank.kill()
+    for rank, output in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, output[-4000:]
+
+    single, rank0, rank1 = (weights(tmp_path / f"{name}.npz") for name in ("single", "rank0", "rank1"))
+    # Both ranks end with identical weights (all of them, key biases included).
+    assert max_difference(rank0, rank1, lambda key: True) == 0.0
+    assert max_difference(single, rank0, is_weight) < TOLERANCE
+    assert max_difference(single, rank0, lambda key: key == "logits") < TOLERANCE
+    assert max_difference(single, rank0, lambda key: key == "history_loss") < TOLERANCE

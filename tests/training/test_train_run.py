@@ -1,0 +1,63 @@
+"""`train()` in-process: the time budget, resuming, and mixed precision."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.training import TrainingConfig, train
+from keras_transformer.training.trainer import build_model, compile_model
+
+
+@pytest.mark.slow
+def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
+    # A budget spent before training starts: the run stops after its first step, writes a
+    # final checkpoint, keeps the backup, and still ends normally.
+    config = tiny_run(training={"minutes": 1e-6})
+    first = train(config, verbose=0)
+    assert first.metrics["stopped_by_time_limit"]
+    assert first.metrics["steps"] == 1
+    output_dir = first.output_dir
+    assert os.listdir(os.path.join(output_dir, "checkpoints")) == ["ckpt-00000001.weights.h5"]
+    assert os.path.exists(os.path.join(output_dir, "backup", "state.json"))
+    assert os.path.exists(os.path.join(output_dir, "model.weights.h5"))
+
+    # The same run without the budget continues from step 1 (in the middle of epoch 1: a
+    # `fit` of its 3 remaining steps, then one of epoch 2), with mid-epoch backups at 3 and 6.
+    second = train(tiny_run(training={"minutes": 0, "backup_every": 3}), verbose=0)
+    assert not second.metrics["stopped_by_time_limit"]
+    assert second.metrics["steps"] == second.metrics["optimizer_iterations"] == 8
+    assert second.metrics["averaged_checkpoints"] == [4, 8]
+    assert not os.path.exists(os.path.join(output_dir, "backup"))
+    assert len(second.history["loss"]) == 2
+    assert np.all(np.isfinite(second.history["loss"]))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_keeps_logits_and_loss_in_float32(precision):
+    if precision == "fp16" and keras.backend.backend() == "jax":
+        import jax
+
+        if jax.default_backend() == "cpu":
+            pytest.skip("JAX on CPU has no float16 x float16 -> float32 dot_general (gradients)")
+    config = TrainingConfig.from_dict(
+        {
+            "model": {"preset": "", "num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32},
+            "optimizer": {"warmup_steps": 2},
+            "training": {"mixed_precision": precision},
+        }
+    )
+    model = build_model(config, vocab_size=20)
+    compile_model(model, config)
+    assert model.dtype_policy.name == {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+    if precision == "fp16":
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(4, 20, (4, 6)).astype("int32")
+    inputs = {"encoder_inputs": tokens, "decoder_inputs": tokens}
+    logits = model(inputs)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    assert keras.backend.standardize_dtype(model.loss(tokens, logits).dtype) == "float32"
+    history = model.fit(inputs, tokens, batch_size=4, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))

@@ -1,0 +1,61 @@
+"""Helpers of the training tests: a tiny run configuration and subprocess running.
+
+A uniquely named module (not `conftest`) so that tests can import it by name."""
+
+import copy
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+
+# A run that trains the tiny preset on 400 number names for a few steps: seconds, not minutes.
+TINY_RUN = {
+    "data": {
+        "dataset": "number_words",
+        "options": {"num_train": 400, "max_number": 2000},
+        "num_validation": 16,
+        "num_test": 16,
+        "vocabulary_size": 200,
+        "max_length": 16,
+        "tokens_per_batch": 256,
+        "bucket_boundaries": [16],  # one batch shape: one compilation
+    },
+    "model": {"preset": "tiny"},
+    "optimizer": {"warmup_steps": 10},
+    "training": {
+        "train_steps": 8,
+        "steps_per_epoch": 4,
+        "checkpoint_every": 4,
+        "average_checkpoints": 2,
+        "backup_every": 4,
+    },
+    "evaluation": {"bleu_every": -1, "test": False, "beam_size": 2, "extra_length": 8},
+    "export": {"translator": False, "saved_model": False},
+}
+
+
+def merge(base, changes):
+    """`base` (nested dicts) updated with `changes`, recursively, as a new dict."""
+    result = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merge(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def run_python(arguments, timeout, env=None, **kwargs):
+    """Runs `python ARGUMENTS` in the repository with the current backend; returns the result."""
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    return subprocess.run(
+        [sys.executable, *arguments],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
