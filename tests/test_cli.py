@@ -45,7 +45,9 @@ def small_keras_translator(tmp_path_factory):
     keras.utils.set_random_seed(0)
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
     model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1)
-    translator = Translator(model, tokenizer, max_source_length=16, extra_length=4, beam_size=2)
+    translator = Translator(
+        model, tokenizer, max_source_length=16, extra_length=4, beam_size=2, jit_compile=False
+    )
     path = tmp_path_factory.mktemp("cli") / "small.keras"
     translator.save(path)
     return translator, path
@@ -73,10 +75,10 @@ def test_help_lists_the_subcommands(capsys):
     assert "--model" in capsys.readouterr().out
 
 
-def test_importing_the_cli_loads_no_translation_code():
+def test_importing_the_cli_loads_no_tensorflow():
     code = (
         "import sys, keras_transformer.cli\n"
-        "heavy = ('tensorflow', 'keras_transformer.translator', 'keras_transformer.export')\n"
+        "heavy = ('tensorflow', 'tensorflow_text', 'keras_transformer.export')\n"
         "print([name for name in heavy if name in sys.modules])"
     )
     # KERAS_BACKEND=jax: Keras then imports no TensorFlow, so nothing else would.
@@ -91,9 +93,14 @@ def test_importing_the_cli_loads_no_translation_code():
 
 
 @tensorflow_only
-def test_translate_sentences_from_arguments(exported, loaded_saved_model, capsysbinary):
+def test_translate_sentences_from_arguments(
+    exported, loaded_saved_model, capsysbinary, monkeypatch
+):
     translator, _, saved_model_path = exported
     assert loaded_saved_model.limit == " (32 tokens, i.e. 30 word pieces)"
+    # The SavedModel is loaded once for these tests (each load compiles anew); the real
+    # loading runs in test_console_script_reads_stdin.
+    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
     status, lines, errors = run_main(
         capsysbinary, ["translate", "--model", str(saved_model_path), *SENTENCES]
     )
@@ -103,21 +110,25 @@ def test_translate_sentences_from_arguments(exported, loaded_saved_model, capsys
 
 @tensorflow_only
 def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbinary, monkeypatch):
-    translator, _, saved_model_path = exported
+    _, _, saved_model_path = exported
     monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
-    stdin = b"\n".join([sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS) + b"\n"
+    inputs = [sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS
+    # What the SavedModel returns for these lines, batched as the command batches them.
+    expected_texts, _, expected_truncated = loaded_saved_model(inputs)
     status, lines, errors = run_main(
         capsysbinary,
-        ["translate", "--model", str(saved_model_path), "--batch-size", "4", "--scores"],
-        stdin=stdin,
+        ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores"],
+        stdin=b"\n".join(inputs) + b"\n",
         monkeypatch=monkeypatch,
     )
     assert status == 0
-    assert len(lines) == 2 + len(BAD_INPUTS)  # One line per input line, even empty ones.
+    assert len(lines) == len(inputs)  # One line per input line, even empty ones.
     scores, texts = zip(*(line.split("\t", 1) for line in lines), strict=True)
-    assert list(texts) == translator(SENTENCES[:2] + BAD_INPUTS)
+    assert list(texts) == expected_texts
+    assert texts[2] == texts[3] == ""  # The empty and the whitespace-only lines.
     assert all(float(score) <= 0 for score in scores)
-    # The over-long input (line 2 + 4) is truncated, and the note says so.
+    # The over-long input is truncated, and the note says so.
+    assert expected_truncated == [False, False] + TRUNCATED
     long_line = 2 + TRUNCATED.index(True) + 1
     assert f"note: sentence {long_line} is longer than the model's maximum source length" in errors
     assert errors.count("note:") == 1

@@ -320,7 +320,9 @@ def small_translator(directory):
 
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
     model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1)
-    translator = Translator(model, tokenizer, max_source_length=8, extra_length=4)
+    translator = Translator(
+        model, tokenizer, max_source_length=8, extra_length=4, jit_compile=False
+    )
     translator.save(directory / "small.keras")
     return translator
 
