@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint demo docs notebooks clean
+.PHONY: install test test-fast lint demo bible docs notebooks clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)

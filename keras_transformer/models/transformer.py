@@ -157,6 +157,10 @@ class Transformer(keras.Model):
             dtype=dtype,
             **kwargs,
         )
+        if dtype is not None:
+            # The functional constructor drops `dtype`; compile() reads the model's own
+            # policy (e.g. to add loss scaling for mixed_float16).
+            self.dtype_policy = keras.dtype_policies.get(dtype)
 
         self.source_embedding = source_embedding
         self.target_embedding = target_embedding
