@@ -119,5 +119,12 @@ def test_kill_9_mid_epoch_then_resume(tmp_path, tiny_run):
     # The end-to-end part: the run translated its samples with the exported SavedModel.
     assert os.path.exists(os.path.join(output_dir, "saved_model", "saved_model.pb"))
     assert len(metrics["samples"]) == 2
-    assert all(sample["translation"] for sample in metrics["samples"])
+    # After 60 steps a sample may legitimately translate to "" (end token first); what must
+    # hold is that the served model says what the saved Keras translator says.
+    from keras_transformer import Translator
+
+    translator = Translator.load(os.path.join(output_dir, "translator.keras"))
+    sources = [sample["source"] for sample in metrics["samples"]]
+    assert all(sources)
+    assert [sample["translation"] for sample in metrics["samples"]] == translator(sources)
     assert 0.0 <= metrics["test_exact_match"] <= 1.0 and metrics["test_bleu"] >= 0.0
