@@ -19,8 +19,11 @@ Untrained weights: speed does not depend on them. Compile time (first call, Tens
 """
 
 import argparse
+import os
+import platform
 import statistics
 import time
+from datetime import datetime, timezone
 
 import keras
 import numpy as np
@@ -32,6 +35,7 @@ MODELS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256),
     "small": dict(num_layers=3, d_model=256, num_heads=4, ff_dim=1024),
 }
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SEARCHES = (("greedy (cached)", "greedy", 1), ("greedy (uncached)", "uncached_greedy", 1))
 
 
@@ -71,15 +75,30 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="markdown file for the table (default: "
+        "benchmarks/results/decode_throughput_<backend>.md; '-' prints only)",
+    )
     args = parser.parse_args()
 
     backend = keras.backend.backend()
-    print(
-        f"\nbackend={backend}, batch={args.batch_size}, source length={args.source_length}, "
-        f"{args.new_tokens} new tokens, vocabulary={args.vocab_size}\n"
-    )
-    print("| backend | model | search | compile (s) | time (s) | tokens/s |")
-    print("|---|---|---|---:|---:|---:|")
+    lines = [
+        f"# Decoding throughput ({backend})",
+        "",
+        f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
+        f"`KERAS_BACKEND={backend} python benchmarks/decode_throughput.py`; {machine()}; "
+        f"load average {os.getloadavg()[0]:.1f} at the start.",
+        "",
+        f"batch {args.batch_size}, source length {args.source_length}, {args.new_tokens} new "
+        f"tokens, vocabulary {args.vocab_size}; tokens/s = batch x new tokens / median time of "
+        f"{args.repeats} calls (compile time excluded); x uncached = cached tokens/s / uncached.",
+        "",
+        "| backend | model | search | compile (s) | time (s) | tokens/s | x uncached |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    print("\n".join(lines), flush=True)
     for model_name in args.models:
         rows = benchmark(
             model_name,
@@ -90,12 +109,34 @@ def main():
             args.repeats,
             args.beam_size,
         )
+        uncached = dict((label, rate) for label, _, _, rate in rows)["greedy (uncached)"]
         for label, compile_seconds, seconds, tokens_per_second in rows:
-            print(
+            ratio = f"{tokens_per_second / uncached:.1f}" if label.startswith("greedy") else "-"
+            line = (
                 f"| {backend} | {model_name} | {label} | {compile_seconds:.1f} | "
-                f"{seconds:.3f} | {tokens_per_second:,.0f} |",
-                flush=True,
+                f"{seconds:.3f} | {tokens_per_second:,.0f} | {ratio} |"
             )
+            lines.append(line)
+            print(line, flush=True)
+    if args.output != "-":
+        output = args.output or os.path.join(RESULTS, f"decode_throughput_{backend}.md")
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        with open(output, "w", encoding="utf-8") as file:
+            file.write("\n".join(lines) + "\n")
+        print(f"written to {output}")
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.platform()}"
 
 
 if __name__ == "__main__":

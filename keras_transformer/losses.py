@@ -4,6 +4,108 @@ import keras
 from keras import ops
 
 
+def smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
+    """Per-position `-Σ_v q_v log softmax(z)_v` with `q = (1-ε)·onehot(label) + ε/V`.
+
+    Computed as `logsumexp(z) - (1-ε)·z_label - ε·mean(z)`: no log-probabilities or
+    one-hot tensor is built. On PyTorch and on TensorFlow outside XLA the gradient,
+    `softmax(z) - q`, is written in one pass plus a scatter at the labels (autodiff
+    would add the separate gradients of the logsumexp, the mean and the gather, each
+    as large as the logits); under XLA (JAX, TensorFlow with `jit_compile`), autodiff
+    already fuses it.
+
+    Args:
+        logits: float32 `(..., vocab)`.
+        labels: int32 `(...)`, valid ids (no ignored class).
+        label_smoothing: float ε.
+
+    Returns:
+        float32 `(...)`.
+    """
+    backend = keras.backend.backend()
+    if backend == "torch":
+        return _torch_smoothed_cross_entropy(logits, labels, label_smoothing)
+    if backend == "tensorflow" and not _in_xla_context():
+        return _tf_smoothed_cross_entropy(logits, labels, label_smoothing)
+    true_logit = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    loss = ops.logsumexp(logits, axis=-1) - (1.0 - label_smoothing) * true_logit
+    if label_smoothing:
+        loss = loss - label_smoothing * ops.mean(logits, axis=-1)
+    return loss
+
+
+def _in_xla_context():
+    from keras_transformer.layers.dropout import _in_xla_context
+
+    return _in_xla_context()
+
+
+def _tf_smoothed_cross_entropy(logits, labels, label_smoothing):
+    import tensorflow as tf
+
+    vocab = tf.shape(logits)[-1]
+    flat_labels = tf.reshape(labels, (-1,))
+
+    @tf.custom_gradient
+    def forward(z):
+        flat = tf.reshape(z, (-1, vocab))  # (positions, vocab)
+        lse = tf.reduce_logsumexp(flat, axis=-1)
+        true_logit = tf.gather(flat, flat_labels, axis=1, batch_dims=1)
+        loss = lse - (1.0 - label_smoothing) * true_logit
+        if label_smoothing:
+            loss -= label_smoothing * tf.reduce_mean(flat, axis=-1)
+
+        def grad(upstream):
+            upstream = tf.reshape(upstream, (-1,))
+            uniform = label_smoothing / tf.cast(vocab, flat.dtype)
+            dz = (tf.exp(flat - lse[:, None]) - uniform) * upstream[:, None]
+            positions = tf.range(tf.shape(flat)[0], dtype=flat_labels.dtype)
+            indices = tf.stack([positions, flat_labels], axis=1)
+            dz = tf.tensor_scatter_nd_sub(dz, indices, (1.0 - label_smoothing) * upstream)
+            return tf.reshape(dz, tf.shape(z))
+
+        return tf.reshape(loss, tf.shape(z)[:-1]), grad
+
+    return forward(logits)
+
+
+_TORCH_FUNCTION = None
+
+
+def _torch_smoothed_cross_entropy(logits, labels, label_smoothing):
+    global _TORCH_FUNCTION
+    if _TORCH_FUNCTION is None:
+        import torch
+
+        class SmoothedCrossEntropy(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, z, labels, smoothing):
+                lse = torch.logsumexp(z, dim=-1)
+                true_logit = torch.gather(z, -1, labels[..., None].long())[..., 0]
+                loss = lse - (1.0 - smoothing) * true_logit
+                if smoothing:
+                    loss = loss - smoothing * z.mean(dim=-1)
+                ctx.save_for_backward(z, labels, lse)
+                ctx.smoothing = smoothing
+                return loss
+
+            @staticmethod
+            def backward(ctx, upstream):
+                z, labels, lse = ctx.saved_tensors
+                smoothing = ctx.smoothing
+                upstream = upstream[..., None]
+                dz = torch.sub(z, lse[..., None]).exp_()  # softmax: one new tensor, in place after
+                if smoothing:  # (softmax - ε/V)·upstream in one pass
+                    torch.addcmul(-(smoothing / z.shape[-1]) * upstream, dz, upstream, out=dz)
+                else:
+                    dz.mul_(upstream)
+                dz.scatter_add_(-1, labels[..., None].long(), -(1.0 - smoothing) * upstream)
+                return dz, None, None
+
+        _TORCH_FUNCTION = SmoothedCrossEntropy
+    return _TORCH_FUNCTION.apply(logits, labels, label_smoothing)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossentropy(keras.losses.Loss):
     """Sparse categorical cross-entropy with label smoothing, ignoring padding.
@@ -68,20 +170,17 @@ class LabelSmoothedCrossentropy(keras.losses.Loss):
         """Per-token loss `(batch, length)`, 0 at ignored positions."""
         y_true = ops.cast(y_true, "int32")
         y_pred = ops.cast(y_pred, "float32")
-        if self.from_logits:
-            log_probs = ops.log_softmax(y_pred, axis=-1)
-        else:
-            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
-        safe_true = y_true
-        if self.ignore_class is not None:
-            safe_true = ops.where(ops.equal(y_true, self.ignore_class), 0, y_true)
-        true_log_prob = ops.squeeze(
-            ops.take_along_axis(log_probs, safe_true[..., None], axis=-1), -1
-        )
+        real = self._real(y_true)
+        safe_true = y_true if self.ignore_class is None else ops.where(real, y_true, 0)
         smooth = self.label_smoothing
-        # -Σ q log p with q = (1-ε)·onehot + ε/V.
-        loss = -(1.0 - smooth) * true_log_prob - smooth * ops.mean(log_probs, axis=-1)
-        return loss * ops.cast(self._real(y_true), loss.dtype)
+
+        if self.from_logits:
+            loss = smoothed_cross_entropy_from_logits(y_pred, safe_true, smooth)
+        else:  # -Σ q log p with q = (1-ε)·onehot + ε/V
+            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+            true = ops.take_along_axis(log_probs, safe_true[..., None], axis=-1)[..., 0]
+            loss = -(1.0 - smooth) * true - smooth * ops.mean(log_probs, axis=-1)
+        return ops.where(real, loss, ops.zeros_like(loss))
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         with keras.name_scope(self.name):

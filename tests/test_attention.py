@@ -1,8 +1,10 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers import multi_head_attention as attention_module
 from keras_transformer.layers.masking import merge_masks
 from tests.test_case import (
     assert_config_round_trip,
@@ -33,8 +35,14 @@ def numpy_attention(layer, query, value, mask=None):
     return out @ to_numpy(layer.output_dense.kernel) + to_numpy(layer.output_dense.bias), probs
 
 
-@pytest.mark.parametrize("scores", [False, True], ids=["fused", "explicit"])
-def test_matches_numpy_reference_with_and_without_masks(scores):
+@pytest.mark.parametrize(
+    "scores, fused",
+    [(False, True), (False, False), (True, False)],
+    ids=["fused", "explicit", "scores"],
+)
+def test_matches_numpy_reference_with_and_without_masks(scores, fused, monkeypatch):
+    # Force the kernel choice (by default the fused kernel is skipped on TF/JAX CPUs).
+    monkeypatch.setitem(attention_module._FUSED_ATTENTION, keras.backend.backend(), fused)
     rng = np.random.default_rng(0)
     query = rng.normal(size=(2, 5, 16)).astype("float32")
     value = rng.normal(size=(2, 7, 16)).astype("float32")

@@ -69,6 +69,46 @@ def test_label_smoothed_loss_against_hand_computation():
         LabelSmoothedCrossentropy(label_smoothing=1.0)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_label_smoothed_loss_gradient_equals_softmax_minus_target(smoothing):
+    # The loss has hand-written gradients on PyTorch and on TensorFlow outside XLA: they must
+    # equal (softmax(z) - q) / number of real tokens, with 0 at padding.
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(2, 4, 7)).astype("float32") * 3
+    y_true = np.array([[1, 6, 3, 0], [2, 2, 0, 0]], "int32")
+    real = y_true != 0
+    q = np.full(logits.shape, smoothing / 7, "float32")
+    np.put_along_axis(q, y_true[..., None], 1 - smoothing + smoothing / 7, axis=-1)
+    softmax = np.exp(logits - logits.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    expected = (softmax - q) * real[..., None] / real.sum()
+    loss = LabelSmoothedCrossentropy(label_smoothing=smoothing)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def gradient(z):
+            with tf.GradientTape() as tape:
+                tape.watch(z)
+                value = loss(y_true, z)
+            return tape.gradient(value, z)
+
+        variable = tf.constant(logits)
+        results = [gradient(variable), tf.function(gradient, jit_compile=True)(variable)]
+    elif backend == "jax":
+        import jax
+
+        results = [jax.grad(lambda z: loss(y_true, z))(logits)]
+    else:
+        import torch
+
+        z = torch.tensor(logits, requires_grad=True)
+        loss(torch.tensor(y_true), z).backward()
+        results = [z.grad]
+    for result in results:
+        np.testing.assert_allclose(to_numpy(result), expected, atol=1e-6)
+
+
 def test_masked_accuracy_ignores_padding():
     metric = MaskedAccuracy()
     y_true = np.array([[1, 2, 0, 0], [2, 2, 2, 0]])

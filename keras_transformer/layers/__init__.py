@@ -1,6 +1,7 @@
 """Transformer layers: attention, embeddings, encoder and decoder blocks, masks."""
 
 from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.masking import causal_mask, padding_mask
@@ -9,6 +10,7 @@ from keras_transformer.layers.positional_embedding import PositionalEmbedding, s
 
 __all__ = [
     "DecoderBlock",
+    "Dropout",
     "EncoderBlock",
     "FeedForward",
     "MultiHeadAttention",

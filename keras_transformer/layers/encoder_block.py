@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 
@@ -67,7 +68,7 @@ class _ResidualBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm"
         )
         norm.build(x_shape)
-        dropout = keras.layers.Dropout(
+        dropout = Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name=f"{name}_dropout"
         )
         return norm, dropout

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
+
 
 def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32"):
     """The paper's position encodings for positions `start_index .. start_index+length-1`.
@@ -112,7 +114,7 @@ class PositionalEmbedding(keras.layers.Layer):
             initializer=self.embeddings_initializer,
             trainable=True,
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.built = True
