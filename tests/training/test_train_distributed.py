@@ -22,7 +22,12 @@ import numpy as np
 import pytest
 from training_helpers import REPO, SCRIPTS, run_python
 
-TOLERANCE = 1e-5
+TOLERANCE = 1e-5  # losses and logits: float32 round-off of sums taken in another order
+# Weights after 6 Adam steps: Adam divides each gradient element by its own running RMS, so an
+# element whose gradient is tiny turns a round-off difference into a visible step. Measured
+# worst element with MirroredStrategy + jit: 1.1e-5, where the weights moved by up to 0.3 and
+# the learning rate peaks at 0.088 (step 4): 5e-5 is under 1/1000 of one step.
+WEIGHT_TOLERANCE = 5e-5
 
 
 @pytest.mark.slow
@@ -36,7 +41,7 @@ def test_mirrored_strategy_equals_one_device():
     assert results["weight_change"] > 0.05  # the runs did train
     for jit in (0, 1):
         assert results[f"mirrored_jit{jit}_loss_diff"] < TOLERANCE, results
-        assert results[f"mirrored_jit{jit}_weight_diff"] < TOLERANCE, results
+        assert results[f"mirrored_jit{jit}_weight_diff"] < WEIGHT_TOLERANCE, results
         assert results[f"mirrored_jit{jit}_logits_diff"] < TOLERANCE, results
         assert results[f"dropout_jit{jit}_finite"], results
 
@@ -89,6 +94,6 @@ def test_jax_data_parallel_over_two_processes_equals_one_device(tmp_path):
     single, rank0, rank1 = (weights(tmp_path / f"{name}.npz") for name in ("single", "rank0", "rank1"))
     # Both ranks end with identical weights (all of them, key biases included).
     assert max_difference(rank0, rank1, lambda key: True) == 0.0
-    assert max_difference(single, rank0, is_weight) < TOLERANCE
+    assert max_difference(single, rank0, is_weight) < WEIGHT_TOLERANCE
     assert max_difference(single, rank0, lambda key: key == "logits") < TOLERANCE
     assert max_difference(single, rank0, lambda key: key == "history_loss") < TOLERANCE
