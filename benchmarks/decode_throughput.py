@@ -20,13 +20,13 @@ Untrained weights: speed does not depend on them. Compile time (first call, Tens
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from datetime import datetime, timezone
 
 import keras
 import numpy as np
+from train_throughput import machine_description  # benchmarks/ is on sys.path when run
 
 from keras_transformer import Transformer
 from keras_transformer.generation import Generator
@@ -88,7 +88,7 @@ def main():
         f"# Decoding throughput ({backend})",
         "",
         f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
-        f"`KERAS_BACKEND={backend} python benchmarks/decode_throughput.py`; {machine()}; "
+        f"`KERAS_BACKEND={backend} python benchmarks/decode_throughput.py`; {machine_description()}; "
         f"load average {os.getloadavg()[0]:.1f} at the start.",
         "",
         f"batch {args.batch_size}, source length {args.source_length}, {args.new_tokens} new "
@@ -124,19 +124,6 @@ def main():
         with open(output, "w", encoding="utf-8") as file:
             file.write("\n".join(lines) + "\n")
         print(f"written to {output}")
-
-
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.platform()}"
 
 
 if __name__ == "__main__":
