@@ -1,5 +1,5 @@
 """`keras_transformer.layers.dropout.Dropout`: Keras' dropout distribution on every path
-(TensorFlow + XLA draws its bits with ThreeFry instead of Philox)."""
+(TensorFlow + XLA and JAX draw their bits with XLA's ThreeFry)."""
 
 import keras
 import numpy as np
