@@ -109,6 +109,27 @@ def test_label_smoothed_loss_gradient_equals_softmax_minus_target(smoothing):
         np.testing.assert_allclose(to_numpy(result), expected, atol=1e-6)
 
 
+def test_label_smoothed_loss_is_exact_for_extreme_logits():
+    # Logits hundreds apart: the true token's probability underflows float32 (e^-400), and
+    # the log-sum-exp (taken from the softmax on some paths) must still be exact.
+    rng = np.random.default_rng(5)
+    logits = (rng.normal(size=(2, 3, 50)) * 150).astype("float32")
+    y_true = np.argmin(logits, axis=-1).astype("int32")  # the least likely token everywhere
+    z = logits.astype("float64")
+    lse = z.max(-1) + np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1))
+    true_logit = np.take_along_axis(z, y_true[..., None], -1)[..., 0]
+    expected = np.mean(lse - 0.9 * true_logit - 0.1 * z.mean(-1))
+    loss = LabelSmoothedCrossentropy(label_smoothing=0.1, ignore_class=None)
+    values = [loss(y_true, logits)]
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        values.append(tf.function(loss, jit_compile=True)(y_true, tf.constant(logits)))
+    for value in values:
+        assert np.isfinite(expected) and expected > 300
+        assert float(to_numpy(value)) == pytest.approx(expected, rel=1e-6)
+
+
 def test_masked_accuracy_ignores_padding():
     metric = MaskedAccuracy()
     y_true = np.array([[1, 2, 0, 0], [2, 2, 2, 0]])
