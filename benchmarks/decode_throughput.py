@@ -21,6 +21,7 @@ Untrained weights: speed does not depend on them. Compile time (first call, Tens
 import argparse
 import os
 import statistics
+import sys
 import time
 from datetime import datetime, timezone
 
@@ -76,6 +77,14 @@ def main():
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads on the torch backend (default: torch's own, one per core); "
+        "a decoding step is many small operations, which OpenMP barriers slow down when "
+        "another process holds a core",
+    )
+    parser.add_argument(
         "--output",
         default=None,
         help="markdown file for the table (default: "
@@ -84,11 +93,21 @@ def main():
     args = parser.parse_args()
 
     backend = keras.backend.backend()
+    threads = ""
+    if backend == "torch":
+        import torch
+
+        if args.torch_threads is not None:
+            if args.torch_threads < 1:
+                parser.error(f"--torch-threads must be >= 1, received {args.torch_threads}")
+            torch.set_num_threads(args.torch_threads)
+        threads = f"; torch threads {torch.get_num_threads()}"
+    command = " ".join(["python benchmarks/decode_throughput.py", *sys.argv[1:]])
     lines = [
         f"# Decoding throughput ({backend})",
         "",
         f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
-        f"`KERAS_BACKEND={backend} python benchmarks/decode_throughput.py`; {machine_description()}; "
+        f"`KERAS_BACKEND={backend} {command}`; {machine_description()}{threads}; "
         f"load average {os.getloadavg()[0]:.1f} at the start.",
         "",
         f"batch {args.batch_size}, source length {args.source_length}, {args.new_tokens} new "
