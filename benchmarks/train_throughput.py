@@ -502,6 +502,18 @@ def summarize(results, config):
     return rows
 
 
+def baseline_description(path):
+    """`keras_transformer at commit <hash> ("<subject>") in <path>`, or the bare path."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", path, "log", "-1", "--format=%h (%s)"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"the keras_transformer found under {path}"
+    return f"keras_transformer at commit {commit}, checked out in {path}"
+
+
 def markdown(rows, config, args, elapsed, load):
     machine_peak = max(row["matmul_median"] for row in rows.values())
     command = " ".join(["python benchmarks/train_throughput.py", *args.argv])
@@ -512,8 +524,9 @@ def markdown(rows, config, args, elapsed, load):
         f"in {elapsed / 60:.1f} min.",
         "",
         f"- Machine: {machine_description()}; load average {load[0]} at the start, "
-        f"{load[1]} at the end (the machine was shared).",
+        f"{load[1]} at the end.",
         f"- Versions: {versions()}.",
+        *([f"- `baseline`: {baseline_description(args.baseline)}."] if args.baseline else []),
         "- Configuration: " + ", ".join(f"{k} {v}" for k, v in config.items()) + ".",
         f"- Work: {training_flops(config) / 1e9:.1f} GFLOP per training step (analytic, "
         f"`training_flops`), {tokens_per_step(config)} source + target tokens per step "
