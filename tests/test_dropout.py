@@ -1,5 +1,5 @@
 """`keras_transformer.layers.dropout.Dropout`: Keras' dropout distribution on every path
-(TensorFlow + XLA and JAX draw their bits with XLA's ThreeFry)."""
+(TensorFlow + XLA and JAX draw their bits with XLA's ThreeFry, PyTorch with one seeded draw)."""
 
 import keras
 import numpy as np

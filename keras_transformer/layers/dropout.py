@@ -20,7 +20,7 @@ def _in_xla_context():
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Dropout):
-    """`keras.layers.Dropout` with faster mask generation under XLA (TensorFlow, JAX).
+    """`keras.layers.Dropout` with faster masks (TensorFlow + XLA, JAX, seeded PyTorch).
 
     The distribution is Keras' own: each element is kept with probability `1 - rate`
     and scaled by `1 / (1 - rate)`; the seed comes from the layer's `SeedGenerator`,
@@ -35,8 +35,12 @@ class Dropout(keras.layers.Dropout):
       3.4 against 2.2 ms per mask alone, and 104 against 22 ms per training step of
       the benchmark model.
     Both compare 32 random bits with `rate · 2³²` (Keras compares a float32 uniform with
-    `rate`: the same probability, to 2⁻²³). Eager and graph TensorFlow (whose CPU
-    kernels lack ThreeFry) and PyTorch use Keras' implementation unchanged.
+    `rate`: the same probability, to 2⁻²³). On PyTorch a layer given a `seed` makes one
+    seeded in-place Bernoulli draw instead of Keras' seeded path (a filled probability
+    tensor, a draw from it and a select): 4.5-4.9 against 6.5-7.1 ms forward + backward
+    per `(32, 64, 256)` mask on one core; unseeded layers keep Keras'
+    `torch.nn.functional.dropout`. Eager and graph TensorFlow (whose CPU kernels lack
+    ThreeFry) use Keras' implementation.
 
     Args:
         rate: float in [0, 1). Fraction of the inputs to drop.
@@ -65,6 +69,8 @@ class Dropout(keras.layers.Dropout):
         backend = keras.backend.backend()
         if backend == "jax":
             return self._jax_dropout(inputs)
+        if backend == "torch" and self.seed is not None:
+            return self._torch_dropout(inputs)
         if backend != "tensorflow" or not _in_xla_context():
             return super().call(inputs, training=training)
         import tensorflow as tf
@@ -81,6 +87,20 @@ class Dropout(keras.layers.Dropout):
     def _threshold(self):
         """Keep an element when its 32 random bits are >= this: P(keep) = 1 - rate (to 2^-32)."""
         return min(round(self.rate * 2**32), 2**32 - 1)
+
+    def _torch_dropout(self, inputs):
+        import torch
+
+        if inputs.device.type == "meta":  # Keras' symbolic shape inference
+            return super().call(inputs, training=True)
+        # Keras' seeded PyTorch path fills a tensor with the keep probability, draws from
+        # it and selects; one in-place Bernoulli draw and a multiply give the same values.
+        first, second = self.seed_generator.next()
+        generator = torch.Generator(device=inputs.device)
+        generator.manual_seed(int(first + second) & 0xFFFFFFFF)  # Keras' own folding
+        keep = 1.0 - self.rate
+        mask = torch.empty_like(inputs).bernoulli_(keep, generator=generator)
+        return inputs.div(keep).mul_(mask)
 
     def _jax_dropout(self, inputs):
         import jax
