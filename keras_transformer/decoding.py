@@ -86,6 +86,7 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
 
     Returns:
         A tuple `(sequences, scores)`:
+
         - `sequences`: int32 `(batch, max_length)`, the generated tokens without the start
           token, the end token included, `pad_id` after it.
         - `scores`: float32 `(batch,)`, the sum of the log probabilities of the generated
@@ -204,6 +205,7 @@ def beam_search(
 
     Returns:
         A tuple `(sequences, scores)`, best first:
+
         - `sequences`: int32 `(batch, beam_size, max_length)`, without the start token, the
           end token included, `pad_id` after it.
         - `scores`: float32 `(batch, beam_size)`, log probability divided by the length

@@ -25,6 +25,7 @@ class Dropout(keras.layers.Dropout):
     The distribution is Keras' own: each element is kept with probability `1 - rate`
     and scaled by `1 / (1 - rate)`; the seed comes from the layer's `SeedGenerator`,
     so restoring its state replays the same masks. Only the bit generator differs:
+
     - inside an XLA-compiled TensorFlow function (`jit_compile=True`), ThreeFry instead
       of the Philox of Keras' `stateless_dropout`: XLA expands Philox on CPU into
       64-bit multiplies that vectorize poorly, ThreeFry needs only 32-bit adds,
@@ -34,6 +35,7 @@ class Dropout(keras.layers.Dropout):
       `jax.random.bernoulli`, which builds ThreeFry out of generic HLO operations:
       3.4 against 2.2 ms per mask alone, and 104 against 22 ms per training step of
       the benchmark model.
+
     Both compare 32 random bits with `rate · 2³²` (Keras compares a float32 uniform with
     `rate`: the same probability, to 2⁻²³). On PyTorch a layer given a `seed` makes one
     seeded in-place Bernoulli draw instead of Keras' seeded path (a filled probability

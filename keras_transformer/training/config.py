@@ -290,15 +290,19 @@ SECTIONS = {
 class TrainingConfig:
     """The whole configuration of `keras_transformer.training.train`.
 
-    Top-level fields plus one section per table of the file: `[data]` (`DataConfig`),
-    `[model]` (`ModelConfig`), `[optimizer]` (`OptimizerConfig`), `[training]`
-    (`TrainingSection`), `[evaluation]` (`EvaluationConfig`), `[export]` (`ExportConfig`),
-    `[distribution]` (`DistributionConfig`). Unknown keys raise a `ValueError`.
+    Top-level fields plus one section per table of the file. Unknown keys raise a
+    `ValueError`.
 
     Args:
         output_dir: str. Where the run writes everything (see `docs/training.md`). Defaults to
             `"runs/transformer"`.
-        data, model, optimizer, training, evaluation, export, distribution: the sections.
+        data: `DataConfig`. The `[data]` table.
+        model: `ModelConfig`. The `[model]` table.
+        optimizer: `OptimizerConfig`. The `[optimizer]` table.
+        training: `TrainingSection`. The `[training]` table.
+        evaluation: `EvaluationConfig`. The `[evaluation]` table.
+        export: `ExportConfig`. The `[export]` table.
+        distribution: `DistributionConfig`. The `[distribution]` table.
 
     Example:
 
