@@ -7,12 +7,15 @@ Pure Python: importing this package (or using it) never imports TensorFlow. `num
 - `number_words`: "trescientos cuarenta y dos" -> "three hundred and forty-two" (`make demo`).
 - `sword_bible`: the verse-aligned Reina-Valera 1909 / World English Bible (31,077 pairs).
 - `read_tsv` + `split_pairs`: your own parallel corpus.
+
+No built-in split ever trains on a held-out source sentence: sentences are compared by
+`normalized_source` (case, accents, Unicode composition and whitespace aside).
 """
 
 from keras_transformer.datasets.cache import get_cache_dir
 from keras_transformer.datasets.copy_task import copy_task, to_model_inputs
 from keras_transformer.datasets.number_words import number_words
-from keras_transformer.datasets.splits import Splits, split_pairs, stable_hash
+from keras_transformer.datasets.splits import Splits, normalized_source, split_pairs, stable_hash
 from keras_transformer.datasets.sword_bible import SwordModuleNotFoundError, sword_bible
 from keras_transformer.datasets.tsv import TsvFormatError, TsvPairs, read_tsv
 
@@ -23,6 +26,7 @@ __all__ = [
     "TsvPairs",
     "copy_task",
     "get_cache_dir",
+    "normalized_source",
     "number_words",
     "read_tsv",
     "split_pairs",

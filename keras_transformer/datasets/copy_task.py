@@ -21,7 +21,8 @@ def copy_task(
     """Random token sequences paired with themselves.
 
     Ids 0, 1, 2 are reserved for padding, `[START]` and `[END]`; sequences use ids
-    `3 .. vocab_size - 1`. Test and validation sequences never occur in training.
+    `3 .. vocab_size - 1`. Every sequence is drawn once, so test and validation sequences never
+    occur in training.
 
     Args:
         num_train: int. Training pairs. Defaults to `2000`.

@@ -1,9 +1,12 @@
 """Numbers written out in two languages ("trescientos cuarenta y dos" -> "three hundred and
 forty-two"): the small, embedded dataset of `make demo`. Pure Python (`num2words`)."""
 
+import logging
 import random
 
-from keras_transformer.datasets.splits import Splits
+from keras_transformer.datasets.splits import Splits, normalized_source
+
+logger = logging.getLogger("keras_transformer")
 
 
 def number_words(
@@ -18,10 +21,12 @@ def number_words(
     """Pairs of number names, e.g. `("trescientos cuarenta y dos", "three hundred and forty-two")`.
 
     Generated with the `num2words` package, deterministically from `seed`. Each number occurs in
-    one split only, so the validation and test sets measure generalization to numbers never
-    seen in training. The training set always contains 0-100, the hundreds up to 1000 and the
-    thousands up to 10,000 (those below `max_number`), so every word of the test set is seen in
-    training; the other numbers are drawn at random.
+    one split only, and so does each source sentence (compared by `normalized_source`; a number
+    whose name a number drawn before it has, in a language with such names, is skipped and
+    counted in `info["num_skipped"]`), so the validation and test sets measure generalization
+    to numbers never seen in training. The training set always contains 0-100, the hundreds up
+    to 1000 and the thousands up to 10,000 (those below `max_number`), so every word of the
+    test set is seen in training; the other numbers are drawn at random.
 
     Args:
         source_lang: str. `num2words` language code of the source. Defaults to `"es"`.
@@ -34,7 +39,9 @@ def number_words(
 
     Returns:
         `Splits(train, validation, test)` of `(source, target)` string pairs; `info["numbers"]`
-        holds the numbers of each split (`{"train": [...], "validation": [...], "test": [...]}`).
+        holds the numbers of each split (`{"train": [...], "validation": [...], "test": [...]}`)
+        and `info["num_skipped"]` the numbers skipped for a repeated source (0 for the
+        languages we measured: es, en, fr, de below 100,000).
 
     Example:
 
@@ -78,21 +85,53 @@ def number_words(
     core_set = set(core)
     rest = [n for n in range(max_number) if n not in core_set]
     rng.shuffle(rest)
-    validation = rest[:num_validation]
-    test = rest[num_validation : num_validation + num_test]
-    train = core + rest[num_validation + num_test :][: num_train - len(core)]
+    drawn = {}  # number -> its pair
+    sources = set()  # their normalized sources
+    skipped = []  # numbers whose source a number drawn before has
+
+    def draw(candidates, count):
+        """The next `count` numbers of `candidates` with a source no number drawn before has."""
+        numbers = []
+        if count == 0:
+            return numbers
+        for n in candidates:
+            source = num2words(n, lang=source_lang)
+            if normalized_source(source) in sources:
+                skipped.append(n)
+                continue
+            sources.add(normalized_source(source))
+            drawn[n] = (source, num2words(n, lang=target_lang))
+            numbers.append(n)
+            if len(numbers) == count:
+                break
+        return numbers
+
+    train = draw(core, len(core))
+    candidates = iter(rest)
+    validation = draw(candidates, num_validation)
+    test = draw(candidates, num_test)
+    train += draw(candidates, num_train - len(train))
+    if (len(train), len(validation), len(test)) != (num_train, num_validation, num_test):
+        raise ValueError(
+            f"Only {len(sources)} numbers below max_number={max_number} have distinct "
+            f"{source_lang!r} names; fewer than num_train + num_validation + num_test = "
+            f"{num_train + num_validation + num_test}. Received: max_number={max_number}"
+        )
+    if skipped:
+        logger.info(
+            "number_words: skipped %d numbers whose %r name another number has.",
+            len(skipped),
+            source_lang,
+        )
     rng.shuffle(train)
-
-    def pairs(numbers):
-        return [(num2words(n, lang=source_lang), num2words(n, lang=target_lang)) for n in numbers]
-
     return Splits(
-        train=pairs(train),
-        validation=pairs(validation),
-        test=pairs(test),
+        train=[drawn[n] for n in train],
+        validation=[drawn[n] for n in validation],
+        test=[drawn[n] for n in test],
         info={
             "source_lang": source_lang,
             "target_lang": target_lang,
             "numbers": {"train": train, "validation": validation, "test": test},
+            "num_skipped": len(skipped),
         },
     )

@@ -3,6 +3,10 @@
 import hashlib
 from typing import NamedTuple
 
+import numpy as np
+
+from keras_transformer.text.normalization import normalize_text
+
 
 class _SplitsTuple(NamedTuple):
     train: list
@@ -61,25 +65,53 @@ def stable_hash(key, salt="keras_transformer"):
     return int.from_bytes(digest, "big")
 
 
+def normalized_source(source):
+    """The form of a source sentence under which two sources count as the same sentence.
+
+    `keras_transformer.text.normalize_text` with lower-casing and accent stripping: the
+    coarsest normalization a `Tokenizer` can apply, so sources that differ only in case,
+    accents, Unicode composition or whitespace are one sentence whatever the tokenizer's
+    options. Sources that are not text (e.g. id arrays) are compared by their values.
+    """
+    if isinstance(source, (str, bytes)):
+        return normalize_text(source, lowercase=True, strip_accents=True)
+    return tuple(np.asarray(source).ravel().tolist())
+
+
 def split_pairs(pairs, num_validation=1000, num_test=1000, keys=None, salt="keras_transformer"):
     """Splits pairs into train/validation/test deterministically, by a stable hash of a key.
 
-    Keys are sorted by hash; the pairs of the first keys go to validation until it holds
-    `num_validation` pairs, the next to test until it holds `num_test`, the rest to training
-    (each split keeps the original order). All pairs with one key land in the same split, so a
-    split can exceed its size by a few pairs when keys repeat; with unique keys the sizes are
-    exact. The split depends only on the keys, not on the order of `pairs` or on random state.
+    Pairs are grouped so that no held-out source is ever trained on: two pairs are in one
+    group when they have the same key, or the same `normalized_source` (the same sentence up to
+    case, accents and whitespace), and every group lands whole in one split. Groups are ordered
+    by the stable hash of their smallest key; in that order each group goes to validation if it
+    fits in what validation still misses, else to test if it fits there, else to training (each
+    split keeps the original order of `pairs`). Sizes are therefore exact whenever the groups
+    allow it; a split that no remaining group fits (only possible with groups larger than a
+    few pairs) takes the smallest remaining group if that brings it closer to its size, so it
+    ends within half a group of it. No pair is ever dropped. The split depends only on the
+    keys and sources, not on the order of `pairs` or on random state.
 
     Args:
         pairs: list of `(source, target)` pairs.
         num_validation: int. Defaults to `1000`.
         num_test: int. Defaults to `1000`.
-        keys: list of str, one per pair, to hash. Defaults to `None`: the source side, so
-            that all translations of one source land in the same split.
+        keys: list of str, one per pair, to hash (e.g. a verse reference). Defaults to `None`:
+            the source side.
         salt: str. Changes the split. Defaults to `"keras_transformer"`.
 
     Returns:
-        `Splits(train, validation, test)`.
+        `Splits(train, validation, test)`. `info` holds `indices` (each split's indices into
+        `pairs`), `num_groups`, and `num_shared_sources`: the pairs in a group of more than one
+        key, i.e. whose normalized source a pair under another key shares (the pairs that
+        grouping by key alone could have split apart).
+
+    Example:
+
+    >>> pairs = [("Hola.", "Hi."), ("hola. ", "Hello."), ("Adiós.", "Bye.")]
+    >>> splits = split_pairs(pairs, num_validation=1, num_test=0, keys=["a", "b", "c"])
+    >>> splits.info["num_shared_sources"]  # "Hola." and "hola. " are one sentence
+    2
     """
     pairs = list(pairs)
     for name, value in (("num_validation", num_validation), ("num_test", num_test)):
@@ -96,22 +128,63 @@ def split_pairs(pairs, num_validation=1000, num_test=1000, keys=None, salt="kera
         raise ValueError(
             f"`keys` must have one key per pair ({len(pairs)}). Received: {len(keys)} keys"
         )
-    groups = {}  # key -> indices of its pairs, so one key never straddles two splits
-    for index, key in enumerate(keys):
-        groups.setdefault(key, []).append(index)
-    validation_index, test_index = [], []
-    for key in sorted(groups, key=lambda key: (stable_hash(key, salt), key)):
-        if len(validation_index) < num_validation:
-            validation_index.extend(groups[key])
-        elif len(test_index) < num_test:
-            test_index.extend(groups[key])
-        else:
-            break
-    validation_index.sort()
-    test_index.sort()
-    held_out = set(validation_index) | set(test_index)
-    return Splits(
-        train=[pair for index, pair in enumerate(pairs) if index not in held_out],
-        validation=[pairs[index] for index in validation_index],
-        test=[pairs[index] for index in test_index],
+    groups = _group(keys, [normalized_source(pair[0]) for pair in pairs])
+    num_shared_sources = sum(
+        len(group) for group in groups if len({keys[index] for index in group}) > 1
     )
+    groups.sort(key=lambda group: _group_order(group, keys, salt))
+    sizes = {"validation": num_validation, "test": num_test}
+    held_out = {"validation": [], "test": []}
+    left = []  # groups that went to training
+    for group in groups:
+        for name, indices in held_out.items():
+            if len(indices) + len(group) <= sizes[name]:
+                indices.extend(group)
+                break
+        else:
+            left.append(group)
+    for name, indices in held_out.items():
+        missing = sizes[name] - len(indices)
+        if missing > 0 and left:
+            smallest = min(left, key=len)  # the first of the smallest, in hash order
+            if len(smallest) - missing < missing:
+                indices.extend(smallest)
+                left.remove(smallest)
+    train_index = sorted(index for group in left for index in group)
+    indices = {"train": train_index, **{name: sorted(held) for name, held in held_out.items()}}
+    return Splits(
+        *[[pairs[index] for index in indices[name]] for name in Splits._fields],
+        info={
+            "indices": indices,
+            "num_groups": len(groups),
+            "num_shared_sources": num_shared_sources,
+        },
+    )
+
+
+def _group(*columns):
+    """Groups of indices that share a value in any column (union-find); each group sorted."""
+    parent = list(range(len(columns[0])))
+
+    def root(index):
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    for column in columns:
+        first = {}  # value -> first index that has it
+        for index, value in enumerate(column):
+            other = first.setdefault(value, index)
+            parent[root(index)] = root(other)
+    groups = {}
+    for index in range(len(parent)):
+        groups.setdefault(root(index), []).append(index)
+    return list(groups.values())
+
+
+def _group_order(group, keys, salt):
+    """The hash of a group's smallest key: every group, large or small, is equally likely to
+    be held out (the smallest hash of its keys would favour groups with many keys)."""
+    key = min(keys[index] for index in group)
+    return stable_hash(key, salt), key

@@ -46,7 +46,8 @@ def sword_bible(
     cache_dir=None,
     use_cache=True,
 ):
-    """Verse-aligned `(source, target)` pairs from two SWORD Bible modules, split by reference.
+    """Verse-aligned `(source, target)` pairs from two SWORD Bible modules, split by reference
+    and text.
 
     Defaults: the Reina-Valera 1909 (Spanish) and the World English Bible, both public domain,
     installed by `apt-get install -y sword-text-sparv sword-text-web`. Verses are aligned by
@@ -55,8 +56,10 @@ def sword_bible(
     since the Reina-Valera has them in verse 1), whitespace is collapsed, and pairs where
     either side is empty are dropped and counted (`info["num_dropped"]`; 25 for the default
     pair, leaving 31,077). Validation and test hold the verses whose reference has the
-    smallest stable hash (see `split_pairs`), so the split never changes and never overlaps
-    training.
+    smallest stable hash, each together with every verse of the same text (`split_pairs`
+    groups by reference and by `normalized_source`: 294 pairs share their source with a verse
+    under another reference, "Y respondió Job, y dijo:" 7 times), so the split never changes
+    and no held-out source sentence is ever trained on.
 
     The extraction is cached as a TSV (`reference<TAB>source<TAB>target`, written atomically)
     under `cache_dir`.
@@ -73,7 +76,8 @@ def sword_bible(
 
     Returns:
         `Splits(train, validation, test)` of `(source, target)` string pairs. `info` holds
-        `num_pairs`, `num_dropped`, `num_aligned`, `references` (per split) and `cache_path`.
+        `num_pairs`, `num_dropped`, `num_aligned`, `num_shared_sources`, `references` (per
+        split) and `cache_path`.
 
     Raises:
         SwordModuleNotFoundError: a module is missing; the message gives the `apt-get` command.
@@ -109,18 +113,24 @@ def sword_bible(
     num_dropped = len(rows) - len(kept)
     if num_dropped:
         logger.info("sword_bible: dropped %d verses empty on one side.", num_dropped)
-    by_reference = split_pairs(kept, num_validation, num_test, keys=[row[0] for row in kept])
+    split = split_pairs(
+        [(row[1], row[2]) for row in kept],
+        num_validation,
+        num_test,
+        keys=[row[0] for row in kept],
+    )
     splits = Splits(
-        *[[(row[1], row[2]) for row in split] for split in by_reference],
+        *split,
         info={
             "source": source,
             "target": target,
             "num_aligned": len(rows),
             "num_pairs": len(kept),
             "num_dropped": num_dropped,
+            "num_shared_sources": split.info["num_shared_sources"],
             "references": {
-                name: [row[0] for row in split]
-                for name, split in zip(by_reference._fields, by_reference, strict=True)
+                name: [kept[index][0] for index in indices]
+                for name, indices in split.info["indices"].items()
             },
             "cache_path": cache_path,
         },

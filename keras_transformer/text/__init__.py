@@ -4,7 +4,7 @@ Importing this package does not import TensorFlow: TensorFlow and tensorflow-tex
 lazily, when a tokenizer is trained or first used.
 """
 
-from keras_transformer.text.normalization import normalize
+from keras_transformer.text.normalization import normalize, normalize_text
 from keras_transformer.text.tokenizer import (
     END_TOKEN,
     PAD_TOKEN,
@@ -23,5 +23,6 @@ __all__ = [
     "UNK_TOKEN",
     "Tokenizer",
     "normalize",
+    "normalize_text",
     "train_tokenizer",
 ]

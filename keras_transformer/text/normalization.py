@@ -16,12 +16,19 @@ Normalization, in order:
 
 `Tokenizer.detokenize(Tokenizer.tokenize(x)) == normalize(x)` for every `x` whose characters
 were seen when the vocabulary was trained.
+
+`normalize_text` applies the same steps to one Python `str` without TensorFlow (the datasets use
+it to decide which sentences are the same).
 """
+
+import unicodedata
 
 # Applied one character at a time: every kind of whitespace becomes a plain space.
 WHITESPACE_REGEX = r"[\s\p{Z}]"
 # Invisible control / format characters (whitespace controls are spaces by then).
 CONTROL_REGEX = r"[\p{Cc}\p{Cf}]"
+# What RE2's `\s` matches (ASCII only; \v and U+0085 are `\p{Cc}` and are removed instead).
+RE2_WHITESPACE = frozenset("\t\n\f\r ")
 
 
 def normalize(strings, lowercase=False, strip_accents=False):
@@ -65,3 +72,60 @@ def collapse_spaces(strings):
 
     strings = tf.strings.regex_replace(strings, r" +", " ")
     return tf.strings.regex_replace(strings, r"^ | $", "")
+
+
+def normalize_text(text, lowercase=False, strip_accents=False):
+    """`normalize` for one Python string, in pure Python (no TensorFlow).
+
+    The same steps in the same order, with `unicodedata` in place of ICU: invalid UTF-8 in
+    `bytes` becomes U+FFFD, accents are optionally stripped (NFD, `Mn` removed), the text
+    optionally lower-cased (`str.lower`), composed (NFC), whitespace becomes spaces, control and
+    format characters are removed and spaces collapse.
+
+    Args:
+        text: str or bytes (UTF-8).
+        lowercase: bool. Lower-case the text. Defaults to `False`.
+        strip_accents: bool. Remove accents ("está" -> "esta"). Defaults to `False`.
+
+    Returns:
+        str.
+
+    Example:
+
+    >>> normalize_text("  ¿Dónde\\u00a0está?  ", lowercase=True, strip_accents=True)
+    '¿donde esta?'
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if strip_accents:
+        text = unicodedata.normalize("NFD", text).translate(_ACCENTS)
+    if lowercase:
+        text = text.lower()
+    text = unicodedata.normalize("NFC", text).translate(_SPACES_AND_CONTROLS)
+    return " ".join(text.split())  # only plain spaces are left to split on
+
+
+class _CharacterTable(dict):
+    """A `str.translate` table filled one code point at a time, on first sight."""
+
+    def __init__(self, rule):
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, code):
+        self[code] = self.rule(chr(code), unicodedata.category(chr(code)))
+        return self[code]
+
+
+def _accent_rule(char, category):
+    return None if category == "Mn" else ord(char)  # None deletes the character
+
+
+def _space_rule(char, category):
+    if char in RE2_WHITESPACE or category.startswith("Z"):
+        return " "
+    return None if category in ("Cc", "Cf") else ord(char)
+
+
+_ACCENTS = _CharacterTable(_accent_rule)
+_SPACES_AND_CONTROLS = _CharacterTable(_space_rule)

@@ -7,6 +7,7 @@ pytest.importorskip("num2words")
 from num2words import num2words  # noqa: E402
 
 from keras_transformer.datasets import Splits, number_words  # noqa: E402
+from keras_transformer.datasets.splits import normalized_source  # noqa: E402
 
 KWARGS = {"num_train": 2000, "num_validation": 200, "num_test": 200, "max_number": 20000}
 
@@ -51,6 +52,32 @@ def test_splits_are_disjoint_and_test_numbers_never_seen_in_training(splits):
     assert not {p[1] for p in splits.train} & {p[1] for p in splits.test}
     assert not {p[0] for p in splits.train} & {p[0] for p in splits.validation}
     assert max(train | validation | test) < KWARGS["max_number"]
+
+
+def _leaked_sources(splits):
+    train = {normalized_source(source) for source, _ in splits.train}
+    held_out = splits.validation + splits.test
+    return [source for source, _ in held_out if normalized_source(source) in train]
+
+
+def test_no_held_out_source_is_trained_on(splits, monkeypatch):
+    assert splits.info["num_skipped"] == 0 and not _leaked_sources(splits)
+    # A language where two numbers share a name (here: every odd number above 100 is named
+    # like the even one below it): the second is skipped, counted, and sizes stay exact.
+    import num2words as module
+
+    real = module.num2words
+
+    def ambiguous(number, lang):
+        return real(number - number % 2 if number > 100 and lang == "es" else number, lang=lang)
+
+    monkeypatch.setattr(module, "num2words", ambiguous)
+    shared = number_words(num_train=400, num_validation=100, num_test=100, max_number=2000)
+    assert not _leaked_sources(shared)
+    assert tuple(map(len, shared)) == (400, 100, 100)
+    assert shared.info["num_skipped"] > 0
+    numbers = [n for split in shared.info["numbers"].values() for n in split]
+    assert len({n - n % 2 if n > 100 else n for n in numbers}) == len(numbers)
 
 
 def test_every_test_word_occurs_in_training(splits):

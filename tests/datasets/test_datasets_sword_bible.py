@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("pysword")
 
 from keras_transformer.datasets import SwordModuleNotFoundError, sword_bible  # noqa: E402
+from keras_transformer.datasets.splits import normalized_source  # noqa: E402
 from keras_transformer.datasets.sword_bible import DEFAULT_SWORD_PATH, clean_osis  # noqa: E402
 
 MODULES = ("spaRV1909eb", "engWEB2015eb")
@@ -49,6 +50,23 @@ def test_splits_are_disjoint_by_reference(splits):
     assert references["train"][0] == "Gen.1.1"
     assert references["validation"][:3] == ["Gen.1.12", "Gen.1.28", "Gen.3.7"]
     assert references["test"][:3] == ["Gen.1.17", "Gen.1.21", "Gen.4.17"]
+
+
+@needs_modules
+def test_no_held_out_verse_text_is_trained_on(splits):
+    # Identical verses under different references (e.g. "Y respondió Job, y dijo:", 7 times)
+    # are one group: before, 7 validation and 7 test sources also occurred in training.
+    train = {normalized_source(source) for source, _ in splits.train}
+    validation = {normalized_source(source) for source, _ in splits.validation}
+    test = {normalized_source(source) for source, _ in splits.test}
+    assert not validation & train and not test & train and not validation & test
+    assert not {source for source, _ in splits.validation + splits.test} & {
+        source for source, _ in splits.train
+    }
+    # 294 pairs share their source with a verse under another reference; grouping them
+    # leaves the sizes exact.
+    assert splits.info["num_shared_sources"] == 294
+    assert sum(len(split) for split in splits) == splits.info["num_pairs"]
 
 
 @needs_modules

@@ -11,6 +11,7 @@ from keras_transformer.datasets import (
     split_pairs,
     stable_hash,
 )
+from keras_transformer.datasets.splits import normalized_source
 
 
 def _write(path, data):
@@ -86,6 +87,70 @@ def test_split_pairs_keeps_a_source_in_one_split():
     sources = [{source for source, _ in split} for split in splits]
     assert not sources[0] & sources[1] and not sources[0] & sources[2]
     assert len(splits.validation) >= 20 and len(splits.test) >= 20
+
+
+def _spellings(i):
+    """Four spellings of sentence `i` that normalize to one: case, accents, NFD, whitespace."""
+    return [
+        f"Está bien, número {i}.",
+        f"ESTÁ BIEN, NÚMERO {i}.",
+        f"  esta\u00a0bien,  numero {i}.",
+        f"Esta\u0301 bien, nu\u0301mero {i}.",
+    ]
+
+
+def test_split_pairs_never_trains_on_a_held_out_source_under_another_key():
+    # Every sentence four times, each time under its own key (like identical Bible verses
+    # under different references): grouping by key alone would straddle the splits.
+    pairs, keys = [], []
+    for i in range(150):
+        for j, source in enumerate(_spellings(i)):
+            pairs.append((source, f"target {i} {j}"))
+            keys.append(f"ref {i}.{j}")
+    pairs += [(f"Única {i}.", f"unique {i}") for i in range(400)]
+    keys += [f"unique {i}" for i in range(400)]
+    by_raw_source = split_pairs(pairs, num_validation=100, num_test=100)  # keys=None
+    splits = split_pairs(pairs, num_validation=100, num_test=100, keys=keys)
+    for split in (by_raw_source, splits):
+        train_sources = {normalized_source(source) for source, _ in split.train}
+        for held_out in (split.validation, split.test):
+            assert not {normalized_source(source) for source, _ in held_out} & train_sources
+    assert not {normalized_source(s) for s, _ in splits.validation} & {
+        normalized_source(s) for s, _ in splits.test
+    }
+    # Sizes stay exact (groups of 4 and 1 can fill them); nothing is dropped.
+    assert (len(splits.train), len(splits.validation), len(splits.test)) == (800, 100, 100)
+    assert sorted(splits.train + splits.validation + splits.test) == sorted(pairs)
+    assert splits.info["num_shared_sources"] == 600 and splits.info["num_groups"] == 550
+    assert [pairs[i] for i in splits.info["indices"]["test"]] == splits.test
+    # Deterministic: independent of the order of the input.
+    reversed_splits = split_pairs(pairs[::-1], num_validation=100, num_test=100, keys=keys[::-1])
+    assert set(reversed_splits.test) == set(splits.test)
+
+
+def test_split_pairs_keeps_a_key_in_one_split_and_merges_both_groupings():
+    # Pairs 0-1 share a key, pairs 1-2 a normalized source: all three form one group.
+    pairs = [("a", "x"), ("b", "y"), ("B ", "z")] + [(f"s{i}", f"t{i}") for i in range(40)]
+    keys = ["k", "k", "m"] + [f"k{i}" for i in range(40)]
+    for salt in ("one", "two", "three", "four", "five"):
+        splits = split_pairs(pairs, num_validation=10, num_test=10, keys=keys, salt=salt)
+        homes = [name for name, split in zip(Splits._fields, splits) for p in pairs[:3] if p in split]
+        assert len(homes) == 3 and len(set(homes)) == 1
+
+
+def test_split_pairs_sizes_with_groups_larger_than_a_split():
+    # Sources repeated 5 times: 4 held-out pairs cannot be exact; the split takes the
+    # group that brings it closest (5, one over) rather than none.
+    pairs = [(f"source {i % 20}", f"target {i}") for i in range(100)]
+    splits = split_pairs(pairs, num_validation=4, num_test=12)
+    assert (len(splits.validation), len(splits.test), len(splits.train)) == (5, 10, 85)
+    # A group twice the missing size would overshoot more than it fills: left out.
+    splits = split_pairs(pairs, num_validation=2, num_test=0)
+    assert (len(splits.validation), len(splits.train)) == (0, 100)
+    # Groups that fit fill a split exactly, whatever sizes come first in hash order.
+    pairs += [(f"single {i}", f"t {i}") for i in range(10)]
+    splits = split_pairs(pairs, num_validation=4, num_test=12)
+    assert (len(splits.validation), len(splits.test), len(splits.train)) == (4, 12, 94)
 
 
 def test_split_pairs_errors():
