@@ -143,6 +143,15 @@ def test_other_non_token_vocabularies_in_config_are_refused(saved, tmp_path, voc
     assert "`vocabulary`" in load_error(rewrite(saved, tmp_path, edit))
 
 
+def test_token_list_in_config_must_fit_the_embedding(saved, tmp_path):
+    # Tokens written in the configuration are data from the file itself, held to the same size.
+    def edit(config):
+        tokenizer_config(config)["vocabulary"] = saved[2][:-1]
+
+    message = load_error(rewrite(saved, tmp_path, edit))
+    assert f"has {len(saved[2]) - 1} tokens" in message and f"vocab_size={len(saved[2])}" in message
+
+
 # --------------------------------------------------------------------------- oversized shapes
 
 
