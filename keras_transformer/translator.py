@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import inspect
 
 import keras
 import numpy as np
@@ -10,8 +11,8 @@ from keras_transformer.data.pipeline import default_bucket_boundaries
 from keras_transformer.generation import Generator, bucket_length, padded_batch_size
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
-from keras_transformer.models.transformer import Transformer  # noqa: F401
-from keras_transformer.text.tokenizer import Tokenizer  # noqa: F401
+from keras_transformer.models.transformer import Transformer, _physical_memory_bytes
+from keras_transformer.text.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass
@@ -363,6 +364,13 @@ class Translator(keras.Model):
                 f"`path` does not hold a Translator but a {type(translator).__name__}. "
                 f"Received: path={str(path)!r}"
             )
+        for tokenizer in (translator.tokenizer, translator.target_tokenizer):
+            if tokenizer is not None and tokenizer._vocabulary is None:
+                # A file without any asset loads without calling `load_assets`.
+                raise ValueError(
+                    f"`path` holds no vocabulary asset for the tokenizer {tokenizer.name!r}. "
+                    f"Received: path={str(path)!r}"
+                )
         return translator
 
     def get_config(self):
@@ -386,12 +394,80 @@ class Translator(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        # A configuration may come from a crafted file: each part must be what it claims to
+        # be, the tokenizers must fit the model's embeddings (checked again when their
+        # `vocabulary.txt` assets load) and the decoding state must fit in memory.
         config = dict(config)
-        deserialize = keras.saving.deserialize_keras_object
-        for key in ("model", "tokenizer", "target_tokenizer"):
+        for key, expected in (
+            ("model", Transformer),
+            ("tokenizer", Tokenizer),
+            ("target_tokenizer", Tokenizer),
+        ):
             if config.get(key) is not None:
-                config[key] = deserialize(config[key])
+                config[key] = _deserialize_part(key, config[key], expected)
+        model = config.get("model")
+        if model is not None:
+            _expect_vocabulary_sizes(model, config.get("tokenizer"), config.get("target_tokenizer"))
+            _check_decoding_memory(model, config)
         return cls(**config)
+
+
+def _deserialize_part(key, config, expected):
+    """Deserializes `config` only if it names a registered subclass of `expected`: a crafted
+    file cannot make a Translator build some other object in its place."""
+    name = None
+    if isinstance(config, dict):
+        name = config.get("registered_name") or config.get("class_name")
+    cls = keras.saving.get_registered_object(name) if isinstance(name, str) else None
+    if not (isinstance(cls, type) and issubclass(cls, expected)):
+        received = f"class {name!r}" if isinstance(config, dict) else type(config).__name__
+        raise ValueError(
+            f"`{key}` must be the configuration of a `{expected.__name__}`. "
+            f"Received: {key} of {received}"
+        )
+    return keras.saving.deserialize_keras_object(config)
+
+
+def _expect_vocabulary_sizes(model, tokenizer, target_tokenizer):
+    """Makes each tokenizer refuse a vocabulary of another size than the model's embedding."""
+    pairs = [(tokenizer, "vocab_size", model.vocab_size)]
+    if target_tokenizer is not None:
+        pairs.append((target_tokenizer, "target_vocab_size", model.target_vocab_size))
+    elif model.target_vocab_size != model.vocab_size:
+        raise ValueError(
+            "A Translator without `target_tokenizer` shares one vocabulary, so the model "
+            "needs `vocab_size == target_vocab_size`. Received: "
+            f"vocab_size={model.vocab_size}, target_vocab_size={model.target_vocab_size}"
+        )
+    for layer, argument, size in pairs:
+        if layer is not None:
+            layer._expected_vocabulary_size = (size, argument)
+            layer._check_expected_vocabulary_size()
+
+
+def _check_decoding_memory(model, config):
+    """Refuses batch, beam and length settings whose decoding state (a batch of the longest
+    inputs: cached keys and values, sequences and logits) cannot fit in this machine's memory."""
+    defaults = inspect.signature(Translator).parameters
+    sizes = {}
+    for name in ("beam_size", "max_source_length", "extra_length", "batch_size"):
+        value = config.get(name, defaults[name].default)
+        _check_int(name, value, 1)
+        sizes[name] = value
+    rows = padded_batch_size(sizes["batch_size"]) * sizes["beam_size"]
+    length = sizes["max_source_length"] + sizes["extra_length"]
+    # Per row: self-attention and cross-attention keys and values of every decoder layer,
+    # the generated ids and one step's logits, all 4 bytes wide.
+    per_row = 4 * model.num_decoder_layers * model.d_model * length + length
+    per_row += model.target_vocab_size
+    needed = 4 * rows * per_row
+    available = _physical_memory_bytes()
+    if needed > available:
+        received = ", ".join(f"{name}={value}" for name, value in sizes.items())
+        raise ValueError(
+            f"Decoding a batch with these settings needs about {needed} bytes, more than this "
+            f"machine's {available} bytes of memory. Received: {received}"
+        )
 
 
 def _check_int(name, value, minimum):

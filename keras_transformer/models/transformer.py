@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer as a functional Keras model, with encode/decode steps."""
 
 import copy
+import os
 
 import keras
 from keras import ops
@@ -88,6 +89,18 @@ class Transformer(keras.Model):
         for arg, val in (("num_layers", num_layers), ("num_decoder_layers", num_decoder_layers)):
             if not isinstance(val, int) or val < 1:
                 raise ValueError(f"`{arg}` must be a positive int. Received: {arg}={val}")
+        _check_weight_memory(
+            dtype=kwargs.get("dtype"),
+            norm_first=norm_first,
+            share_embeddings=share_embeddings,
+            vocab_size=vocab_size,
+            target_vocab_size=target_vocab_size,
+            num_layers=num_layers,
+            num_decoder_layers=num_decoder_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            ff_dim=ff_dim,
+        )
         if d_model % num_heads:
             raise ValueError(
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, "
@@ -316,3 +329,48 @@ class Transformer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**copy.deepcopy(config))
+
+
+def _physical_memory_bytes():
+    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return 1 << 40
+
+
+def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
+    """Refuses sizes (from a constructor call or a `.keras` file's configuration) whose weights
+    could not fit in this machine's memory, before anything is allocated.
+
+    Args:
+        dtype: the model's `dtype` argument (`None`: the global policy).
+        norm_first: bool. Two final LayerNorms.
+        share_embeddings: bool. One embedding matrix instead of two.
+        **sizes: `vocab_size`, `target_vocab_size`, `num_layers`, `num_decoder_layers`,
+            `d_model`, `num_heads` and `ff_dim`.
+    """
+    for arg, val in sizes.items():
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"`{arg}` must be a positive int. Received: {arg}={val!r}")
+    d_model, ff_dim = sizes["d_model"], sizes["ff_dim"]
+    attention = 4 * d_model * d_model + 4 * d_model  # query, key, value, output (+ biases)
+    feed_forward = 2 * d_model * ff_dim + ff_dim + d_model
+    norm = 2 * d_model  # gamma and beta
+    count = (
+        sizes["vocab_size"] * d_model
+        + (0 if share_embeddings else sizes["target_vocab_size"] * d_model)
+        + sizes["num_layers"] * (attention + feed_forward + 2 * norm)
+        + sizes["num_decoder_layers"] * (2 * attention + feed_forward + 3 * norm)
+        + (2 * norm if norm_first else 0)
+    )
+    policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+    bytes_per_weight = {"float16": 2, "bfloat16": 2, "float64": 8}.get(policy.variable_dtype, 4)
+    needed = count * bytes_per_weight
+    available = _physical_memory_bytes()
+    if needed > available:
+        received = ", ".join(f"{arg}={val}" for arg, val in sizes.items() if arg != "num_heads")
+        raise ValueError(
+            f"These sizes make {count} weights ({needed} bytes of {policy.variable_dtype}), "
+            f"more than this machine's {available} bytes of memory. Received: {received}"
+        )

@@ -7,6 +7,7 @@ that runs in `tf.data` and in the exported SavedModel.
 """
 
 import os
+import stat
 
 import keras
 
@@ -19,6 +20,10 @@ END_TOKEN = "[END]"
 RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN)
 SUFFIX_INDICATOR = "##"
 VOCABULARY_FILENAME = "vocabulary.txt"
+# Bounds on a vocabulary file (the largest public WordPiece / SentencePiece vocabularies have
+# about 256k tokens): a file beyond them is refused before it is read.
+MAX_VOCABULARY_SIZE = 1 << 22
+MAX_VOCABULARY_BYTES = 1 << 27
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -40,10 +45,12 @@ class Tokenizer(keras.layers.Layer):
     `keras.saving.load_model` so the class is registered.
 
     Args:
-        vocabulary: list of str, or a path to a text file with one token per line. Must start
-            with `[PAD]` (id 0) and contain `[UNK]`, `[START]` and `[END]`. `None` builds an
-            empty tokenizer whose vocabulary is loaded later (`set_vocabulary`, or from the
-            assets of a `.keras` file). Defaults to `None`.
+        vocabulary: list of str, or a path to a UTF-8 text file with one token per line (at
+            most 4,194,304 tokens and 128 MiB). Must start with `[PAD]` (id 0) and contain
+            `[UNK]`, `[START]` and `[END]`. `None` builds an empty tokenizer whose vocabulary
+            is loaded later (`set_vocabulary`, or from the assets of a `.keras` file). Paths
+            are for user code only: `from_config` refuses them, so loading a `.keras` file
+            never opens a path written in it. Defaults to `None`.
         lowercase: bool. Lower-case text before tokenizing. Defaults to `False` (Spanish and
             English keep their case).
         strip_accents: bool. Remove accents before tokenizing. Defaults to `False`.
@@ -98,6 +105,11 @@ class Tokenizer(keras.layers.Layer):
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
         self.built = True
+        # Set by the object that deserializes this tokenizer next to a model (`Translator`):
+        # `(size, argument)`, the vocabulary size the model's embedding needs and the model
+        # argument that holds it; `load_assets` refuses any other size.
+        self._expected_vocabulary_size = None
+        self._asset_error = None  # Why the last `load_assets` refused its asset.
         self.set_vocabulary(vocabulary)
 
     def call(self, inputs):
@@ -114,13 +126,12 @@ class Tokenizer(keras.layers.Layer):
             self._token_to_id = None
             return
         if isinstance(vocabulary, (str, os.PathLike)):
-            with open(vocabulary, encoding="utf-8") as file:
-                vocabulary = [line.rstrip("\n") for line in file]
+            vocabulary = _read_vocabulary_file(vocabulary, follow_symlinks=True)
         vocabulary = tuple(str(token) for token in vocabulary)
         if not vocabulary or vocabulary[0] != PAD_TOKEN:
-            first = vocabulary[0] if vocabulary else None
+            first = _short_repr(vocabulary[0]) if vocabulary else None
             raise ValueError(
-                f"`vocabulary` must start with {PAD_TOKEN!r} (id 0). Received: vocabulary[0]={first!r}"
+                f"`vocabulary` must start with {PAD_TOKEN!r} (id 0). Received: vocabulary[0]={first}"
             )
         missing = [token for token in RESERVED_TOKENS if token not in vocabulary]
         if missing:
@@ -272,6 +283,17 @@ class Tokenizer(keras.layers.Layer):
                 "or load it from a `.keras` file."
             )
 
+    def _check_expected_vocabulary_size(self):
+        if self._expected_vocabulary_size is None or self._vocabulary is None:
+            return
+        expected, argument = self._expected_vocabulary_size
+        if len(self._vocabulary) != expected:
+            raise ValueError(
+                f"The tokenizer {self.name!r} has {len(self._vocabulary)} tokens but the "
+                f"model's embedding has {argument}={expected} rows: they must agree. "
+                f"Received: vocabulary_size={len(self._vocabulary)}, {argument}={expected}"
+            )
+
     # Saving ---------------------------------------------------------------------------------
 
     def save_assets(self, dir_path):
@@ -281,7 +303,38 @@ class Tokenizer(keras.layers.Layer):
                 file.write(token + "\n")
 
     def load_assets(self, dir_path):
-        self.set_vocabulary(os.path.join(dir_path, VOCABULARY_FILENAME))
+        # Only this tokenizer's own asset is read: a regular file (no link, device or pipe) of
+        # bounded size, and exactly the size the model's embedding needs when that is known.
+        if dir_path is None:
+            # Keras tries every path that reaches this layer and reports the last failure; a
+            # path without assets must not hide why the asset that was found is refused.
+            raise ValueError(
+                self._asset_error
+                or f"The `.keras` file holds no `{VOCABULARY_FILENAME}` asset for the "
+                f"tokenizer {self.name!r}; it cannot be loaded without its vocabulary."
+            )
+        expected, argument = self._expected_vocabulary_size or (None, None)
+        path = os.path.join(dir_path, VOCABULARY_FILENAME)
+        try:
+            vocabulary = _read_vocabulary_file(
+                path,
+                follow_symlinks=False,
+                max_tokens=MAX_VOCABULARY_SIZE if expected is None else expected,
+            )
+            if expected is not None and len(vocabulary) != expected:
+                raise ValueError(
+                    f"it has {len(vocabulary)} tokens. Received: "
+                    f"vocabulary_size={len(vocabulary)}, {argument}={expected}"
+                )
+            self.set_vocabulary(vocabulary)
+        except (ValueError, OSError) as error:
+            needed = "" if expected is None else f" for the model's {argument}={expected}"
+            self._asset_error = (
+                f"The `{VOCABULARY_FILENAME}` asset of the tokenizer {self.name!r} is not a "
+                f"valid vocabulary{needed}: {error}"
+            )
+            raise ValueError(self._asset_error) from None
+        self._asset_error = None
 
     def get_config(self):
         config = super().get_config()
@@ -295,8 +348,85 @@ class Tokenizer(keras.layers.Layer):
         )
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        vocabulary = config.get("vocabulary")
+        # A configuration comes from a file: its vocabulary may be the tokens themselves
+        # (data from that file), never a path to open (the vocabulary of a `.keras` file is
+        # its `vocabulary.txt` asset).
+        if vocabulary is not None and not (
+            isinstance(vocabulary, (list, tuple))
+            and all(isinstance(token, str) for token in vocabulary)
+        ):
+            received = (
+                f"vocabulary={_short_repr(vocabulary)}"
+                if isinstance(vocabulary, str)
+                else f"vocabulary of type {type(vocabulary).__name__}"
+            )
+            raise ValueError(
+                "`Tokenizer.from_config` takes `vocabulary` only as `None` (loaded from the "
+                "`.keras` file's assets) or a list of str tokens; it never opens a path. To "
+                "read a vocabulary file in your own code, pass its path to the constructor "
+                f"`Tokenizer(vocabulary=path)` or to `set_vocabulary`. Received: {received}"
+            )
+        return cls(**config)
+
     def compute_output_spec(self, inputs):
         return keras.KerasTensor(tuple(inputs.shape) + (None,), dtype="int32")
+
+
+def _read_vocabulary_file(path, follow_symlinks=True, max_tokens=MAX_VOCABULARY_SIZE):
+    """Tokens of a UTF-8 file with one token per line: a bounded read of a regular file.
+
+    Args:
+        path: str or `os.PathLike`.
+        follow_symlinks: bool. `False` refuses a symbolic link (a `.keras` asset is never one).
+        max_tokens: int. More lines than this are refused.
+
+    Returns:
+        A list of str.
+    """
+    path = os.fspath(path)
+    status = os.stat(path) if follow_symlinks else os.lstat(path)
+    if not stat.S_ISREG(status.st_mode):
+        # Devices, pipes and (for assets) links could stream without end or point elsewhere.
+        raise ValueError(f"The vocabulary file must be a regular file. Received: path={path!r}")
+    # At most 1 KiB a token on average (real tokens are words or pieces of words).
+    limit = min(MAX_VOCABULARY_BYTES, 1024 * (max_tokens + 1))
+    if status.st_size > limit:
+        raise ValueError(
+            f"The vocabulary file is too large: {status.st_size} bytes, more than {limit} "
+            f"for at most {max_tokens} tokens. Received: path={path!r}"
+        )
+    with open(path, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(
+            f"The vocabulary file is too large: more than {limit} bytes for at most "
+            f"{max_tokens} tokens. Received: path={path!r}"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"The vocabulary file is not valid UTF-8 (byte {error.start}). Received: path={path!r}"
+        ) from None
+    # Universal newlines, as text-mode `open` reads them (a file written on Windows has CRLF).
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) > max_tokens:
+        raise ValueError(
+            f"The vocabulary file has {len(lines)} tokens, more than {max_tokens}. "
+            f"Received: path={path!r}"
+        )
+    return lines
+
+
+def _short_repr(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _to_python_strings(inputs):

@@ -205,6 +205,35 @@ def test_vocabulary_from_file(tokenizer, tmp_path):
     tokenizer.save_assets(str(tmp_path))
     restored = Tokenizer(str(tmp_path / "vocabulary.txt"))
     assert restored.get_vocabulary() == tokenizer.get_vocabulary()
+    # A file written with Windows line ends reads the same.
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes("\r\n".join(tokenizer.get_vocabulary()).encode("utf-8") + b"\r\n")
+    assert Tokenizer(crlf).get_vocabulary() == tokenizer.get_vocabulary()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_vocabulary_file_must_be_a_regular_file():
+    # A device would stream without end: refused before any read.
+    with pytest.raises(ValueError, match="regular file. Received: path='/dev/zero'"):
+        Tokenizer("/dev/zero")
+
+
+def test_from_config_takes_tokens_but_never_a_path(tokenizer, tmp_path, monkeypatch):
+    config = tokenizer.get_config()
+    restored = Tokenizer.from_config({**config, "vocabulary": tokenizer.get_vocabulary()})
+    assert restored.get_vocabulary() == tokenizer.get_vocabulary()
+
+    tokenizer.save_assets(str(tmp_path))
+    path = str(tmp_path / "vocabulary.txt")
+    opened = []
+    real_open = open
+    monkeypatch.setattr(
+        "builtins.open", lambda file, *a, **k: opened.append(file) or real_open(file, *a, **k)
+    )
+    for vocabulary in (path, "/etc/passwd", {"path": path}):
+        with pytest.raises(ValueError, match="`vocabulary`.*never opens a path"):
+            Tokenizer.from_config({**config, "vocabulary": vocabulary})
+    assert path not in opened and "/etc/passwd" not in opened
 
 
 @pytest.mark.parametrize(
