@@ -24,6 +24,8 @@ penalty (Wu et al., 2016), the setting the Transformer paper uses for translatio
 (beam size 4, `alpha=0.6`).
 """
 
+from typing import Any, NamedTuple
+
 import keras
 from keras import ops
 
@@ -33,6 +35,42 @@ _INVALID_LOG_PROB = -1.0e7
 # Used to stop a hypothesis that has just produced the end token from staying alive. Lower
 # than any invalid hypothesis can drift to, so such a candidate never displaces one.
 _FORBIDDEN_LOG_PROB = -1.0e9
+
+
+class _GreedyState(NamedTuple):
+    """Loop state of `greedy_search`."""
+
+    index: Any  # int32 scalar: the decoder position of `tokens`
+    tokens: Any  # int32 (batch,): the last tokens
+    cache: Any  # pytree of tensors, batch on axis 0
+    sequences: Any  # int32 (batch, max_length)
+    scores: Any  # float32 (batch,): sum of log probabilities
+    finished: Any  # bool (batch,)
+
+
+class _BeamState(NamedTuple):
+    """Loop state of `beam_search`: the alive and the finished hypotheses."""
+
+    index: Any  # int32 scalar: the decoder position of `alive_tokens`
+    alive_tokens: Any  # int32 (batch, beam): the last tokens
+    alive_sequences: Any  # int32 (batch, beam, max_length)
+    alive_log_probs: Any  # float32 (batch, beam)
+    cache: Any  # pytree of tensors, (batch * beam) rows on axis 0
+    finished_sequences: Any  # int32 (batch, beam, max_length)
+    finished_scores: Any  # float32 (batch, beam): length-penalised
+    finished_flags: Any  # bool (batch, beam): whether the slot holds a hypothesis
+
+
+def _while_loop(condition, body, state):
+    """`ops.while_loop` over a NamedTuple state, handed to the backends as a plain tuple
+    (`condition(state)`, `body(state) -> state`)."""
+    state_type = type(state)
+    final = ops.while_loop(
+        lambda *fields: condition(state_type(*fields)),
+        lambda *fields: tuple(body(state_type(*fields))),
+        tuple(state),
+    )
+    return state_type(*final)
 
 
 def length_penalty(length, alpha):
@@ -123,31 +161,34 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_length, dtype="int32")[None, :]  # (1, max_length)
 
-    def condition(index, tokens, cache, sequences, scores, finished):
-        return ops.logical_and(ops.less(index, max_length), ops.logical_not(ops.all(finished)))
+    def condition(state):
+        return ops.logical_and(
+            ops.less(state.index, max_length), ops.logical_not(ops.all(state.finished))
+        )
 
-    def body(index, tokens, cache, sequences, scores, finished):
-        logits, cache = next_logits(tokens[:, None], cache, index)
+    def body(state):
+        index, finished = state.index, state.finished
+        logits, cache = next_logits(state.tokens[:, None], state.cache, index)
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (batch, vocab)
         next_tokens = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
         token_log_probs = ops.take_along_axis(log_probs, next_tokens[:, None], axis=-1)[:, 0]
         # A finished sequence is frozen: no score, padding tokens.
-        scores = scores + ops.where(finished, 0.0, token_log_probs)
+        scores = state.scores + ops.where(finished, 0.0, token_log_probs)
         next_tokens = ops.where(finished, pad_id, next_tokens)
-        sequences = ops.where(positions == index, next_tokens[:, None], sequences)
+        sequences = ops.where(positions == index, next_tokens[:, None], state.sequences)
         finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
-        return index + 1, next_tokens, cache, sequences, scores, finished
+        return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished)
 
-    loop_vars = (
-        ops.convert_to_tensor(0, "int32"),
-        start_tokens,
-        cache,
-        ops.full((batch_size, max_length), pad_id, dtype="int32"),
-        ops.zeros((batch_size,), dtype="float32"),
-        ops.zeros((batch_size,), dtype="bool"),
+    state = _GreedyState(
+        index=ops.convert_to_tensor(0, "int32"),
+        tokens=start_tokens,
+        cache=cache,
+        sequences=ops.full((batch_size, max_length), pad_id, dtype="int32"),
+        scores=ops.zeros((batch_size,), dtype="float32"),
+        finished=ops.zeros((batch_size,), dtype="bool"),
     )
-    _, _, _, sequences, scores, _ = ops.while_loop(condition, body, loop_vars)
-    return sequences, scores
+    state = _while_loop(condition, body, state)
+    return state.sequences, state.scores
 
 
 def beam_search(
@@ -251,44 +292,27 @@ def beam_search(
     row_offsets = ops.arange(batch_size, dtype="int32")[:, None] * beam_size  # (batch, 1)
     best_possible_penalty = length_penalty(max_length, alpha)
 
-    def condition(
-        index,
-        alive_tokens,
-        alive_sequences,
-        alive_log_probs,
-        cache,
-        finished_sequences,
-        finished_scores,
-        finished_flags,
-    ):
-        best_alive = ops.max(alive_log_probs, axis=1) / best_possible_penalty  # (batch,)
-        worst_finished = ops.min(finished_scores, axis=1)  # (batch,)
-        done = ops.logical_and(ops.all(finished_flags, axis=1), worst_finished >= best_alive)
-        return ops.logical_and(ops.less(index, max_length), ops.logical_not(ops.all(done)))
+    def condition(state):
+        best_alive = ops.max(state.alive_log_probs, axis=1) / best_possible_penalty  # (batch,)
+        worst_finished = ops.min(state.finished_scores, axis=1)  # (batch,)
+        done = ops.logical_and(ops.all(state.finished_flags, axis=1), worst_finished >= best_alive)
+        return ops.logical_and(ops.less(state.index, max_length), ops.logical_not(ops.all(done)))
 
-    def body(
-        index,
-        alive_tokens,
-        alive_sequences,
-        alive_log_probs,
-        cache,
-        finished_sequences,
-        finished_scores,
-        finished_flags,
-    ):
-        logits, cache = next_logits(ops.reshape(alive_tokens, (-1, 1)), cache, index)
+    def body(state):
+        index = state.index
+        logits, cache = next_logits(ops.reshape(state.alive_tokens, (-1, 1)), state.cache, index)
         vocab_size = ops.shape(logits)[-1]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         log_probs = ops.reshape(log_probs, (-1, beam_size, vocab_size))  # (batch, beam, vocab)
 
         # The 2 * beam_size best one-token extensions of the alive hypotheses.
-        candidate_log_probs = alive_log_probs[:, :, None] + log_probs
+        candidate_log_probs = state.alive_log_probs[:, :, None] + log_probs
         candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * vocab_size))
         candidate_log_probs, flat_indices = ops.top_k(candidate_log_probs, num_candidates)
         flat_indices = ops.cast(flat_indices, "int32")  # (batch, 2 * beam)
         candidate_beams = flat_indices // vocab_size
         candidate_tokens = flat_indices % vocab_size
-        candidate_sequences = _gather_beams(alive_sequences, candidate_beams)
+        candidate_sequences = _gather_beams(state.alive_sequences, candidate_beams)
         candidate_sequences = ops.where(
             positions == index, candidate_tokens[:, :, None], candidate_sequences
         )  # (batch, 2 * beam, max_length)
@@ -318,56 +342,55 @@ def beam_search(
             _INVALID_LOG_PROB,
         )
         finished_scores, picked = ops.top_k(
-            ops.concatenate([finished_scores, new_scores], axis=1), beam_size
+            ops.concatenate([state.finished_scores, new_scores], axis=1), beam_size
         )
         picked = ops.cast(picked, "int32")
         finished_sequences = _gather_beams(
-            ops.concatenate([finished_sequences, candidate_sequences], axis=1), picked
+            ops.concatenate([state.finished_sequences, candidate_sequences], axis=1), picked
         )
         finished_flags = ops.take_along_axis(
-            ops.concatenate([finished_flags, newly_finished], axis=1), picked, axis=1
+            ops.concatenate([state.finished_flags, newly_finished], axis=1), picked, axis=1
         )
-        return (
-            index + 1,
-            alive_tokens,
-            alive_sequences,
-            alive_log_probs,
-            cache,
-            finished_sequences,
-            finished_scores,
-            finished_flags,
+        return _BeamState(
+            index=index + 1,
+            alive_tokens=alive_tokens,
+            alive_sequences=alive_sequences,
+            alive_log_probs=alive_log_probs,
+            cache=cache,
+            finished_sequences=finished_sequences,
+            finished_scores=finished_scores,
+            finished_flags=finished_flags,
         )
 
     # Only beam 0 is a real hypothesis at the start; the others are copies that must not
     # produce duplicate extensions, so they start with an invalid log probability.
     first_beam = ops.arange(beam_size, dtype="int32")[None, :] == 0  # (1, beam)
-    alive_log_probs = ops.where(
-        first_beam,
-        ops.zeros((batch_size, beam_size), "float32"),
-        ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
-    )
     empty_sequences = ops.full((batch_size, beam_size, max_length), pad_id, dtype="int32")
-    loop_vars = (
-        ops.convert_to_tensor(0, "int32"),
-        ops.repeat(start_tokens[:, None], beam_size, axis=1),  # (batch, beam)
-        empty_sequences,
-        alive_log_probs,
-        keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), cache),
-        empty_sequences,
-        ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
-        ops.zeros((batch_size, beam_size), "bool"),
+    state = _BeamState(
+        index=ops.convert_to_tensor(0, "int32"),
+        alive_tokens=ops.repeat(start_tokens[:, None], beam_size, axis=1),  # (batch, beam)
+        alive_sequences=empty_sequences,
+        alive_log_probs=ops.where(
+            first_beam,
+            ops.zeros((batch_size, beam_size), "float32"),
+            ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
+        ),
+        cache=keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), cache),
+        finished_sequences=empty_sequences,
+        finished_scores=ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
+        finished_flags=ops.zeros((batch_size, beam_size), "bool"),
     )
-    (index, _, alive_sequences, alive_log_probs, _, finished_sequences, finished_scores, _) = (
-        ops.while_loop(condition, body, loop_vars)
-    )
+    state = _while_loop(condition, body, state)
 
     # Hypotheses still alive were cut short by max_length (or, after an early stop, cannot
     # beat any finished one): they compete with the finished ones, scored with their
     # `index` tokens. Finished ones come first in the concatenation, so they win ties.
-    alive_scores = alive_log_probs / length_penalty(index, alpha)
-    scores, picked = ops.top_k(ops.concatenate([finished_scores, alive_scores], axis=1), beam_size)
+    alive_scores = state.alive_log_probs / length_penalty(state.index, alpha)
+    scores, picked = ops.top_k(
+        ops.concatenate([state.finished_scores, alive_scores], axis=1), beam_size
+    )
     sequences = _gather_beams(
-        ops.concatenate([finished_sequences, alive_sequences], axis=1),
+        ops.concatenate([state.finished_sequences, state.alive_sequences], axis=1),
         ops.cast(picked, "int32"),
     )
     return sequences, scores

@@ -20,9 +20,9 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 (padded) source length + `extra_length`.
 """
 
-import keras
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.decoding import beam_search, greedy_search
 
 SEARCHES = ("greedy", "beam", "uncached_greedy")
@@ -249,41 +249,10 @@ class Generator:
                 pad_id=self.pad_id,
             )
 
-        def traced(encoder_inputs):
-            self.trace_count += 1  # A Python side effect: runs once per trace.
-            return run(encoder_inputs)
+        def count_trace():
+            self.trace_count += 1
 
-        backend = keras.backend.backend()
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            return tf.function(traced, jit_compile=self.jit_compile, autograph=False)
-        if backend == "jax":
-            if not self.jit_compile:
-                return run
-            import jax
-
-            variables = model.variables
-
-            def pure(values, encoder_inputs):
-                with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                    return traced(encoder_inputs)
-
-            jitted = jax.jit(pure)
-
-            def call(encoder_inputs):
-                return jitted([variable.value for variable in variables], encoder_inputs)
-
-            return call
-        if backend == "torch":
-            import torch
-
-            def call(encoder_inputs):
-                with torch.no_grad():
-                    return run(ops.convert_to_tensor(encoder_inputs, "int32"))
-
-            return call
-        return run
+        return _backend.compile_inference(run, model.variables, self.jit_compile, count_trace)
 
 
 def _check_search(search):

@@ -3,20 +3,17 @@
 import keras
 from keras import ops
 
+from keras_transformer import _backend
+
 
 def smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
     """Per-position `-Σ_v q_v log softmax(z)_v` with `q = (1-ε)·onehot(label) + ε/V`.
 
     Computed as `logsumexp(z) - (1-ε)·z_label - ε·mean(z)`: no log-probabilities or
-    one-hot tensor is built. On PyTorch and on TensorFlow outside XLA the forward pass
-    runs the backend's fused softmax kernel once and keeps its output for the
-    gradient, `softmax(z) - q`, written in one pass plus a scatter at the labels; the
-    log-sum-exp comes from the same softmax, `max(z) - log(max(softmax(z)))` (the
-    largest probability is at least 1/V, so its logarithm is exact to round-off).
-    That is one exponential per logit per step instead of the two of `logsumexp`
-    followed by its gradient (each exponential pass over 32 × 64 × 8000 logits costs
-    about 40 ms on one CPU core). Under XLA (JAX, TensorFlow with `jit_compile`),
-    autodiff of the plain formula is already fused.
+    one-hot tensor is built. On PyTorch and on TensorFlow outside XLA a fused kernel
+    computes the same value from one softmax and writes the gradient `softmax(z) - q`
+    itself (`keras_transformer._backend.smoothed_cross_entropy`); under XLA (JAX,
+    TensorFlow with `jit_compile`), autodiff of the plain formula is already fused.
 
     Args:
         logits: float32 `(..., vocab)`.
@@ -26,90 +23,14 @@ def smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
     Returns:
         float32 `(...)`.
     """
-    backend = keras.backend.backend()
-    if backend == "torch":
-        return _torch_smoothed_cross_entropy(logits, labels, label_smoothing)
-    if backend == "tensorflow" and not _in_xla_context():
-        return _tf_smoothed_cross_entropy(logits, labels, label_smoothing)
+    fused = _backend.smoothed_cross_entropy(logits, labels, label_smoothing)
+    if fused is not None:
+        return fused
     true_logit = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
     loss = ops.logsumexp(logits, axis=-1) - (1.0 - label_smoothing) * true_logit
     if label_smoothing:
         loss = loss - label_smoothing * ops.mean(logits, axis=-1)
     return loss
-
-
-def _in_xla_context():
-    from keras_transformer.layers.dropout import _in_xla_context
-
-    return _in_xla_context()
-
-
-def _tf_smoothed_cross_entropy(logits, labels, label_smoothing):
-    import tensorflow as tf
-
-    vocab = tf.shape(logits)[-1]
-    flat_labels = tf.reshape(labels, (-1,))
-
-    @tf.custom_gradient
-    def forward(z):
-        flat = tf.reshape(z, (-1, vocab))  # (positions, vocab)
-        probabilities = tf.nn.softmax(flat)
-        lse = tf.reduce_max(flat, axis=-1) - tf.math.log(tf.reduce_max(probabilities, axis=-1))
-        true_logit = tf.gather(flat, flat_labels, axis=1, batch_dims=1)
-        loss = lse - (1.0 - label_smoothing) * true_logit
-        if label_smoothing:
-            loss -= label_smoothing * tf.reduce_mean(flat, axis=-1)
-
-        def grad(upstream):
-            upstream = tf.reshape(upstream, (-1,))
-            uniform = label_smoothing / tf.cast(vocab, flat.dtype)
-            dz = (probabilities - uniform) * upstream[:, None]
-            positions = tf.range(tf.shape(flat)[0], dtype=flat_labels.dtype)
-            indices = tf.stack([positions, flat_labels], axis=1)
-            dz = tf.tensor_scatter_nd_sub(dz, indices, (1.0 - label_smoothing) * upstream)
-            return tf.reshape(dz, tf.shape(z))
-
-        return tf.reshape(loss, tf.shape(z)[:-1]), grad
-
-    return forward(logits)
-
-
-_TORCH_FUNCTION = None
-
-
-def _torch_smoothed_cross_entropy(logits, labels, label_smoothing):
-    global _TORCH_FUNCTION
-    if _TORCH_FUNCTION is None:
-        import torch
-
-        class SmoothedCrossEntropy(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, z, labels, smoothing):
-                probabilities = torch.softmax(z, dim=-1)
-                lse = z.amax(dim=-1) - torch.log(probabilities.amax(dim=-1))
-                true_logit = torch.gather(z, -1, labels[..., None].long())[..., 0]
-                loss = lse - (1.0 - smoothing) * true_logit
-                if smoothing:
-                    loss = loss - smoothing * z.mean(dim=-1)
-                ctx.save_for_backward(probabilities, labels)
-                ctx.smoothing = smoothing
-                return loss
-
-            @staticmethod
-            def backward(ctx, upstream):
-                probabilities, labels = ctx.saved_tensors
-                smoothing = ctx.smoothing
-                upstream = upstream[..., None]
-                if smoothing:  # (softmax - ε/V)·upstream in one pass
-                    uniform = smoothing / probabilities.shape[-1]
-                    dz = torch.addcmul(-uniform * upstream, probabilities, upstream)
-                else:
-                    dz = probabilities * upstream
-                dz.scatter_add_(-1, labels[..., None].long(), -(1.0 - smoothing) * upstream)
-                return dz, None, None
-
-        _TORCH_FUNCTION = SmoothedCrossEntropy
-    return _TORCH_FUNCTION.apply(logits, labels, label_smoothing)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -229,13 +150,6 @@ def _scale_for_replicas(value):
     replica count, as Keras' own losses do: the update is then the mean of the replicas'
     per-token means, and Keras' loss tracker reports the mean. (For the exact mean over
     the global batch's tokens use `keras_transformer.training.GlobalTokenMeanCrossentropy`.)
-    TensorFlow is only imported when it is the backend, where it is already loaded.
     """
-    if keras.backend.backend() != "tensorflow":
-        return value
-    import tensorflow as tf
-
-    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
-        return value
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return value / replicas if replicas > 1 else value
+    context = _backend.replica_context()
+    return value if context is None else value / context.num_replicas_in_sync

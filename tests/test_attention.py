@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.layers import MultiHeadAttention
-from keras_transformer.layers import multi_head_attention as attention_module
 from keras_transformer.layers.masking import merge_masks
 from tests.test_case import (
     assert_config_round_trip,
@@ -42,7 +42,7 @@ def numpy_attention(layer, query, value, mask=None):
 )
 def test_matches_numpy_reference_with_and_without_masks(scores, fused, monkeypatch):
     # Force the kernel choice (by default the fused kernel is skipped on TF/JAX CPUs).
-    monkeypatch.setitem(attention_module._FUSED_ATTENTION, keras.backend.backend(), fused)
+    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
     rng = np.random.default_rng(0)
     query = rng.normal(size=(2, 5, 16)).astype("float32")
     value = rng.normal(size=(2, 7, 16)).astype("float32")

@@ -5,35 +5,9 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import ensure_attendable, large_negative_number, merge_masks
-
-_FUSED_ATTENTION = {}
-
-
-def use_fused_attention():
-    """Whether `keras.ops.dot_product_attention` is used when it can be (no attention
-    dropout, no scores requested). Same math either way.
-
-    PyTorch and GPUs have real fused kernels. On CPU, Keras' TensorFlow and JAX versions
-    compose the same einsum / mask / softmax / einsum as `_explicit_attention`, with more
-    transposes; measured on 2 CPU cores (batch 32, 4 heads, length 64, head size 64,
-    forward + backward, CPU time), fused / explicit: TensorFlow 17.8 / 13.1 ms,
-    TensorFlow + XLA 10.3 / 10.3 ms, JAX 11.6 / 9.3 ms, PyTorch 10.8 / 13.7 ms.
-    """
-    backend = keras.backend.backend()
-    if backend not in _FUSED_ATTENTION:
-        if backend == "jax":
-            import jax
-
-            _FUSED_ATTENTION[backend] = jax.default_backend() != "cpu"
-        elif backend == "tensorflow":
-            import tensorflow as tf
-
-            _FUSED_ATTENTION[backend] = bool(tf.config.list_logical_devices("GPU"))
-        else:
-            _FUSED_ATTENTION[backend] = True
-    return _FUSED_ATTENTION[backend]
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -232,7 +206,7 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = None
         # The fused kernels need equal key and value head sizes on some backends.
         explicit = return_attention_scores or use_dropout or self._key_dim != self._value_dim
-        if explicit or not use_fused_attention():
+        if explicit or not _backend.use_fused_attention():
             outputs, scores = self._explicit_attention(
                 query_heads, key_heads, value_heads, mask, training
             )

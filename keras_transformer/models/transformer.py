@@ -151,19 +151,17 @@ class Transformer(keras.Model):
         # === Functional model ===
         encoder_inputs = keras.Input(shape=(None,), dtype="int32", name="encoder_inputs")
         decoder_inputs = keras.Input(shape=(None,), dtype="int32", name="decoder_inputs")
-        encoder_mask = ops.not_equal(encoder_inputs, 0)  # (batch, source_length)
-        decoder_mask = ops.not_equal(decoder_inputs, 0)  # (batch, target_length)
-        x = source_embedding(encoder_inputs)
-        for block in encoder_blocks:
-            x = block(x, padding_mask=encoder_mask)
-        if encoder_norm is not None:
-            x = encoder_norm(x)
-        y = target_embedding(decoder_inputs)
-        for block in decoder_blocks:
-            y = block(y, x, padding_mask=decoder_mask, context_padding_mask=encoder_mask)
-        if decoder_norm is not None:
-            y = decoder_norm(y)
-        logits = target_embedding(y, reverse=True)  # (batch, target_length, vocab) float32
+        encoder_outputs, encoder_mask = _encoder_stack(
+            source_embedding, encoder_blocks, encoder_norm, encoder_inputs
+        )
+        logits, _, _ = _decoder_stack(
+            target_embedding,
+            decoder_blocks,
+            decoder_norm,
+            decoder_inputs,
+            encoder_outputs,
+            encoder_mask,
+        )  # (batch, target_length, vocab) float32
         super().__init__(
             inputs={"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs},
             outputs=logits,
@@ -223,13 +221,13 @@ class Transformer(keras.Model):
         Returns:
             `(encoder_outputs (batch, source_length, d_model), padding_mask (batch, source_length))`.
         """
-        padding_mask = ops.not_equal(encoder_inputs, 0)
-        x = self.source_embedding(encoder_inputs, training=training)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=padding_mask, training=training)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        return x, padding_mask
+        return _encoder_stack(
+            self.source_embedding,
+            self.encoder_blocks,
+            self.encoder_norm,
+            encoder_inputs,
+            training=training,
+        )
 
     def decode(
         self,
@@ -252,23 +250,17 @@ class Transformer(keras.Model):
         Returns:
             float32 logits `(batch, target_length, target_vocab_size)` [, scores].
         """
-        padding_mask = ops.not_equal(decoder_inputs, 0)
-        y = self.target_embedding(decoder_inputs, training=training)
-        all_scores = []
-        for block in self.decoder_blocks:
-            y = block(
-                y,
-                encoder_outputs,
-                padding_mask=padding_mask,
-                context_padding_mask=encoder_padding_mask,
-                training=training,
-                return_attention_scores=return_attention_scores,
-            )
-            if return_attention_scores:
-                y, scores = y
-                all_scores.append(scores)
-        logits = self._project(y)
-        return (logits, all_scores) if return_attention_scores else logits
+        logits, _, scores = _decoder_stack(
+            self.target_embedding,
+            self.decoder_blocks,
+            self.decoder_norm,
+            decoder_inputs,
+            encoder_outputs,
+            encoder_padding_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        return (logits, scores) if return_attention_scores else logits
 
     def init_cache(self, encoder_outputs, max_length):
         """Decoding cache: per decoder layer, empty self-attention keys/values of
@@ -287,23 +279,17 @@ class Transformer(keras.Model):
         Returns:
             `(logits float32 (batch, target_vocab_size) for position index + 1, new_cache)`.
         """
-        y = self.target_embedding(tokens, start_index=index)
-        new_cache = []
-        for block, layer_cache in zip(self.decoder_blocks, cache):
-            y, layer_cache = block(
-                y,
-                None,
-                context_padding_mask=encoder_padding_mask,
-                cache=layer_cache,
-                cache_index=index,
-            )
-            new_cache.append(layer_cache)
-        return self._project(y)[:, 0], new_cache
-
-    def _project(self, y):
-        if self.decoder_norm is not None:
-            y = self.decoder_norm(y)
-        return self.target_embedding(y, reverse=True)
+        logits, new_cache, _ = _decoder_stack(
+            self.target_embedding,
+            self.decoder_blocks,
+            self.decoder_norm,
+            tokens,
+            None,  # the cache holds the cross-attention keys and values
+            encoder_padding_mask,
+            cache=cache,
+            cache_index=index,
+        )
+        return logits[:, 0], new_cache
 
     def get_config(self):
         return {
@@ -374,3 +360,71 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
             f"These sizes make {count} weights ({needed} bytes of {policy.variable_dtype}), "
             f"more than this machine's {available} bytes of memory. Received: {received}"
         )
+
+# === The two stacks, wired once for the functional graph and the decoding steps ===
+def _encoder_stack(embedding, blocks, norm, encoder_inputs, training=None):
+    """Embedding, encoder blocks and (pre-LN) final norm.
+
+    Returns:
+        `(encoder_outputs (batch, source_length, d_model), padding_mask (batch, source_length))`.
+    """
+    padding_mask = ops.not_equal(encoder_inputs, 0)  # (batch, source_length)
+    x = embedding(encoder_inputs, training=training)
+    for block in blocks:
+        x = block(x, padding_mask=padding_mask, training=training)
+    if norm is not None:
+        x = norm(x)
+    return x, padding_mask
+
+
+def _decoder_stack(
+    embedding,
+    blocks,
+    norm,
+    decoder_inputs,
+    encoder_outputs,
+    encoder_padding_mask,
+    training=None,
+    return_attention_scores=False,
+    cache=None,
+    cache_index=None,
+):
+    """Embedding, decoder blocks, (pre-LN) final norm and the tied output projection.
+
+    Without `cache`, runs over the whole prefix `decoder_inputs` (0 = padding). With
+    `cache` (one entry per block, from `DecoderBlock.init_cache`), runs the tokens at
+    position `cache_index` against the cached keys and values; `encoder_outputs` is then
+    unused (the cache holds the cross-attention keys and values).
+
+    Returns:
+        `(logits float32 (batch, length, vocab), new_cache or None, scores)`: `scores` is
+        the list (one per block) of cross-attention probabilities when
+        `return_attention_scores`, else empty.
+    """
+    if cache is None:
+        padding_mask = ops.not_equal(decoder_inputs, 0)  # (batch, target_length)
+        y = embedding(decoder_inputs, training=training)
+    else:
+        padding_mask, encoder_outputs = None, None
+        y = embedding(decoder_inputs, start_index=cache_index, training=training)
+    new_cache, all_scores = ([] if cache is not None else None), []
+    for i, block in enumerate(blocks):
+        y = block(
+            y,
+            encoder_outputs,
+            padding_mask=padding_mask,
+            context_padding_mask=encoder_padding_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+            cache=None if cache is None else cache[i],
+            cache_index=cache_index,
+        )
+        if return_attention_scores or cache is not None:
+            y, *extras = y  # the block returns (y[, scores][, layer_cache])
+            if return_attention_scores:
+                all_scores.append(extras[0])
+            if cache is not None:
+                new_cache.append(extras[-1])
+    if norm is not None:
+        y = norm(y)
+    return embedding(y, reverse=True), new_cache, all_scores

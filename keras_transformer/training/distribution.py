@@ -25,6 +25,7 @@ import types
 import keras
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.losses import LabelSmoothedCrossentropy
 
 logger = logging.getLogger("keras_transformer")
@@ -350,7 +351,7 @@ class GlobalTokenMeanCrossentropy(LabelSmoothedCrossentropy):
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         global_weight = getattr(_REPLICA_STATE, "global_weight", None)
-        context = _tf_replica_context()
+        context = _backend.replica_context()
         if self.reduction != "sum_over_batch_size" or (context is None and global_weight is None):
             return super().__call__(y_true, y_pred, sample_weight=sample_weight)
         import tensorflow as tf
@@ -440,18 +441,6 @@ def _expand_weight(sample_weight, like):
     while len(sample_weight.shape) < len(like.shape):
         sample_weight = sample_weight[..., None]
     return sample_weight
-
-
-def _tf_replica_context():
-    """The replica context of a `tf.distribute` strategy with several replicas, else `None`."""
-    if keras.backend.backend() != "tensorflow":
-        return None
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync <= 1:
-        return None
-    return context
 
 
 def _auto_strategy(backend, config):

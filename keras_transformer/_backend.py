@@ -1,0 +1,305 @@
+"""Backend-specific kernels and checks, in one place (private).
+
+Layers, losses and decoding are written with `keras.ops`. Where one backend has a faster
+kernel, or a check only one backend needs, they call one function of this module; the
+kernels return `None` where they do not apply, and the caller then runs its portable
+`keras.ops` code. Each function imports only the active backend's module, which Keras has
+already loaded. What the kernels buy is measured in `docs/benchmarks.md`.
+"""
+
+import contextlib
+
+import keras
+
+_FUSED_ATTENTION = {}
+_TORCH_CROSS_ENTROPY = None
+
+
+def in_xla_context():
+    """Whether TensorFlow is tracing a function for XLA (`jit_compile=True`).
+
+    Always `False` on the other backends (JAX compiles everything with XLA and is handled
+    by its own kernels).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    if tf.executing_eagerly():
+        return False
+    try:
+        # Private module: TensorFlow has no public "inside an XLA context" check.
+        from tensorflow.python.ops import control_flow_util
+
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    except (ImportError, AttributeError):  # pragma: no cover - private API moved
+        return False
+
+
+def use_fused_attention():
+    """Whether `keras.ops.dot_product_attention` is used when it can be (no attention
+    dropout, no scores requested). Same math either way.
+
+    PyTorch and GPUs have real fused kernels. On CPU, Keras' TensorFlow and JAX versions
+    compose the same einsum / mask / softmax / einsum as the explicit path, with more
+    transposes, and measure slower.
+    """
+    backend = keras.backend.backend()
+    if backend not in _FUSED_ATTENTION:
+        if backend == "jax":
+            import jax
+
+            _FUSED_ATTENTION[backend] = jax.default_backend() != "cpu"
+        elif backend == "tensorflow":
+            import tensorflow as tf
+
+            _FUSED_ATTENTION[backend] = bool(tf.config.list_logical_devices("GPU"))
+        else:
+            _FUSED_ATTENTION[backend] = True
+    return _FUSED_ATTENTION[backend]
+
+
+# === Dropout ===
+def dropout(inputs, rate, seed_generator, seeded):
+    """Inverted dropout with the backend's fastest bit generator, or `None`.
+
+    Keeps each element with probability `1 - rate` and scales it by `1 / (1 - rate)`,
+    the seed drawn from `seed_generator`:
+    - TensorFlow inside XLA: ThreeFry bits (Keras uses Philox, which XLA expands on CPU
+      into 64-bit multiplies);
+    - JAX: XLA's own ThreeFry generator (`jax.lax.rng_bit_generator`) instead of
+      `jax.random.bernoulli`, which builds ThreeFry from generic HLO operations;
+    - PyTorch, when the layer was given a seed (`seeded`): one seeded in-place Bernoulli
+      draw instead of Keras' filled probability tensor, draw and select.
+    The ThreeFry paths compare 32 random bits with `rate · 2³²`.
+
+    Args:
+        inputs: float tensor.
+        rate: float in (0, 1).
+        seed_generator: `keras.random.SeedGenerator`.
+        seeded: bool. Whether the layer was given a seed.
+
+    Returns:
+        The tensor, or `None` where Keras' own dropout is used (eager and graph
+        TensorFlow, whose CPU kernels lack ThreeFry; unseeded PyTorch layers).
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return _jax_dropout(inputs, rate, seed_generator)
+    if backend == "torch" and seeded:
+        return _torch_dropout(inputs, rate, seed_generator)
+    if backend == "tensorflow" and in_xla_context():
+        return _tf_xla_dropout(inputs, rate, seed_generator)
+    return None
+
+
+def _keep_threshold(rate):
+    """Keep an element when its 32 random bits are >= this: P(keep) = 1 - rate (to 2⁻³²)."""
+    return min(round(rate * 2**32), 2**32 - 1)
+
+
+def _tf_xla_dropout(inputs, rate, seed_generator):
+    import tensorflow as tf
+
+    # The seed Keras' TF backend draws (`_cast_seed`), ThreeFry bits.
+    seed = seed_generator.next()
+    seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), "int32")
+    bits = tf.random.stateless_uniform(
+        tf.shape(inputs), seed=seed, minval=None, maxval=None, dtype=tf.uint32, alg="threefry"
+    )
+    keep = tf.greater_equal(bits, tf.constant(_keep_threshold(rate), tf.uint32))
+    return tf.where(keep, inputs / (1.0 - rate), tf.zeros_like(inputs))
+
+
+def _jax_dropout(inputs, rate, seed_generator):
+    import jax
+    import jax.numpy as jnp
+
+    seed = jnp.asarray(seed_generator.next(), jnp.uint32)
+    key = jnp.concatenate([seed, jnp.zeros((2,), jnp.uint32)])
+    _, bits = jax.lax.rng_bit_generator(
+        key, inputs.shape, dtype=jnp.uint32, algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
+    )
+    keep = bits >= jnp.uint32(_keep_threshold(rate))
+    return jax.lax.select(keep, inputs / (1.0 - rate), jnp.zeros_like(inputs))
+
+
+def _torch_dropout(inputs, rate, seed_generator):
+    import torch
+
+    if inputs.device.type == "meta":  # Keras' symbolic shape inference
+        return None
+    first, second = seed_generator.next()
+    generator = torch.Generator(device=inputs.device)
+    generator.manual_seed(int(first + second) & 0xFFFFFFFF)  # Keras' own folding
+    keep = 1.0 - rate
+    mask = torch.empty_like(inputs).bernoulli_(keep, generator=generator)
+    return inputs.div(keep).mul_(mask)
+
+
+# === Cross-entropy ===
+def smoothed_cross_entropy(logits, labels, label_smoothing):
+    """Fused label-smoothed cross-entropy from logits, or `None`.
+
+    The same value as `logsumexp(z) - (1-ε)·z_label - ε·mean(z)`, computed from the
+    backend's fused softmax kernel, run once: the log-sum-exp is
+    `max(z) - log(max(softmax(z)))` (the largest probability is at least 1/V, so its
+    logarithm is exact to round-off) and the kept softmax gives the gradient
+    `softmax(z) - q` in one pass plus a scatter at the labels. One exponential per logit
+    instead of the two of `logsumexp` and its gradient.
+
+    Args:
+        logits: float32 `(..., vocab)`.
+        labels: int32 `(...)`, valid ids.
+        label_smoothing: float ε.
+
+    Returns:
+        float32 `(...)` on PyTorch and TensorFlow outside XLA; `None` under XLA (JAX,
+        TensorFlow with `jit_compile`), where autodiff of the plain formula is fused.
+    """
+    backend = keras.backend.backend()
+    if backend == "torch":
+        return _torch_smoothed_cross_entropy(logits, labels, label_smoothing)
+    if backend == "tensorflow" and not in_xla_context():
+        return _tf_smoothed_cross_entropy(logits, labels, label_smoothing)
+    return None
+
+
+def _tf_smoothed_cross_entropy(logits, labels, label_smoothing):
+    import tensorflow as tf
+
+    vocab = tf.shape(logits)[-1]
+    flat_labels = tf.reshape(labels, (-1,))
+
+    @tf.custom_gradient
+    def forward(z):
+        flat = tf.reshape(z, (-1, vocab))  # (positions, vocab)
+        probabilities = tf.nn.softmax(flat)
+        lse = tf.reduce_max(flat, axis=-1) - tf.math.log(tf.reduce_max(probabilities, axis=-1))
+        true_logit = tf.gather(flat, flat_labels, axis=1, batch_dims=1)
+        loss = lse - (1.0 - label_smoothing) * true_logit
+        if label_smoothing:
+            loss -= label_smoothing * tf.reduce_mean(flat, axis=-1)
+
+        def grad(upstream):
+            upstream = tf.reshape(upstream, (-1,))
+            uniform = label_smoothing / tf.cast(vocab, flat.dtype)
+            dz = (probabilities - uniform) * upstream[:, None]
+            positions = tf.range(tf.shape(flat)[0], dtype=flat_labels.dtype)
+            indices = tf.stack([positions, flat_labels], axis=1)
+            dz = tf.tensor_scatter_nd_sub(dz, indices, (1.0 - label_smoothing) * upstream)
+            return tf.reshape(dz, tf.shape(z))
+
+        return tf.reshape(loss, tf.shape(z)[:-1]), grad
+
+    return forward(logits)
+
+
+def _torch_smoothed_cross_entropy(logits, labels, label_smoothing):
+    global _TORCH_CROSS_ENTROPY
+    if _TORCH_CROSS_ENTROPY is None:
+        import torch
+
+        class SmoothedCrossEntropy(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, z, labels, smoothing):
+                probabilities = torch.softmax(z, dim=-1)
+                lse = z.amax(dim=-1) - torch.log(probabilities.amax(dim=-1))
+                true_logit = torch.gather(z, -1, labels[..., None].long())[..., 0]
+                loss = lse - (1.0 - smoothing) * true_logit
+                if smoothing:
+                    loss = loss - smoothing * z.mean(dim=-1)
+                ctx.save_for_backward(probabilities, labels)
+                ctx.smoothing = smoothing
+                return loss
+
+            @staticmethod
+            def backward(ctx, upstream):
+                probabilities, labels = ctx.saved_tensors
+                smoothing = ctx.smoothing
+                upstream = upstream[..., None]
+                if smoothing:  # (softmax - ε/V)·upstream in one pass
+                    uniform = smoothing / probabilities.shape[-1]
+                    dz = torch.addcmul(-uniform * upstream, probabilities, upstream)
+                else:
+                    dz = probabilities * upstream
+                dz.scatter_add_(-1, labels[..., None].long(), -(1.0 - smoothing) * upstream)
+                return dz, None, None
+
+        _TORCH_CROSS_ENTROPY = SmoothedCrossEntropy
+    return _TORCH_CROSS_ENTROPY.apply(logits, labels, label_smoothing)
+
+
+# === Distribution and compilation ===
+def replica_context():
+    """The replica context of a `tf.distribute` strategy with several replicas, else `None`.
+
+    Only TensorFlow runs a loss once per replica and sums the replicas' gradients.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return None
+    return context
+
+
+def compile_inference(function, variables, jit_compile, on_trace=None):
+    """`function` compiled for inference on the active backend.
+
+    TensorFlow: a `tf.function` (XLA when `jit_compile`). JAX: `jax.jit` over the
+    variables' values when `jit_compile`, else eager. PyTorch: eager under
+    `torch.no_grad()`.
+
+    Args:
+        function: callable on tensors, reading `variables`.
+        variables: list of `keras.Variable` that `function` reads (JAX passes their
+            values to the jitted function explicitly).
+        jit_compile: bool. Compile with XLA where the backend can.
+        on_trace: optional callable run once per trace (TensorFlow and jitted JAX).
+
+    Returns:
+        A callable with the signature of `function`.
+    """
+
+    def traced(*args):
+        if on_trace is not None:
+            on_trace()  # A Python side effect: runs once per trace.
+        return function(*args)
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(traced, jit_compile=jit_compile, autograph=False)
+    if backend == "jax":
+        if not jit_compile:
+            return function
+        import jax
+
+        def pure(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return traced(*args)
+
+        jitted = jax.jit(pure)
+        return lambda *args: jitted([variable.value for variable in variables], *args)
+    if backend == "torch":
+
+        def call(*args):
+            with no_grad():
+                return function(*args)
+
+        return call
+    return function
+
+
+def no_grad():
+    """A context without gradient recording: `torch.no_grad()` on PyTorch (the only
+    backend that records by default), else a null context."""
+    if keras.backend.backend() != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.no_grad()
