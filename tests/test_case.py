@@ -20,6 +20,11 @@ def snapshot(obj):
     return [to_numpy(v.value) for v in obj.variables]
 
 
+def paper_rate(step, d_model=512, warmup=4000):
+    """The paper's learning rate: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
 def restore(obj, values):
     for variable, value in zip(obj.variables, values):
         variable.assign(value)

@@ -1,3 +1,5 @@
+"""`keras_transformer.layers.MultiHeadAttention`: the paper's formula, masks, dropout, cache."""
+
 import keras
 import numpy as np
 import pytest
@@ -5,7 +7,6 @@ from keras import ops
 
 from keras_transformer.layers import MultiHeadAttention
 from keras_transformer.layers import multi_head_attention as attention_module
-from keras_transformer.layers.masking import merge_masks
 from tests.test_case import (
     assert_config_round_trip,
     assert_symbolic_matches_eager,
@@ -114,15 +115,6 @@ def test_cache_matches_full_attention_step_by_step():
             cache=cache, cache_index=index,
         )
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
-
-
-def test_merge_masks_combines_all_kinds():
-    mask = merge_masks(
-        3, 3, query_mask=np.array([[1, 1, 0]]), key_mask=np.array([[1, 0, 1]]),
-        use_causal_mask=True,
-    )
-    expected = np.array([[1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
-    np.testing.assert_array_equal(to_numpy(mask)[0, 0], expected)
 
 
 def test_config_symbolic_and_errors():
