@@ -6,9 +6,12 @@ import pytest
 
 from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEmbedding
 from tests.test_case import (
+    HARNESS_CHECKS,
     assert_config_round_trip,
     assert_symbolic_matches_eager,
+    layer_case,
     restore,
+    run_layer_test,
     snapshot,
     to_numpy,
 )
@@ -112,3 +115,17 @@ def test_mixed_precision_blocks_run_and_stay_finite(policy):
     out = block(X, CONTEXT, context_padding_mask=np.zeros((2, 5), bool))
     assert keras.backend.standardize_dtype(out.dtype) == ("float32" if policy == "float32" else "bfloat16")
     assert np.isfinite(to_numpy(out).astype("float32")).all()
+
+
+CASE = layer_case(
+    DecoderBlock,
+    {"num_heads": 4, "ff_dim": 32, "seed": 1},
+    {"x": X, "context": CONTEXT, "context_padding_mask": CONTEXT_MASK},
+    dropout_kwargs={"dropout": 0.3, "attention_dropout": 0.3},
+    unchanged_by_training=("key/bias",),
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import EncoderBlock
-from tests.test_case import assert_config_round_trip, assert_symbolic_matches_eager, to_numpy
+from tests.test_case import (
+    HARNESS_CHECKS,
+    assert_config_round_trip,
+    assert_symbolic_matches_eager,
+    layer_case,
+    run_layer_test,
+    to_numpy,
+)
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 6, 16)).astype("float32")
@@ -50,3 +57,17 @@ def test_config_symbolic_and_bad_arguments():
         EncoderBlock(num_heads=4, ff_dim=8, dropout=1.0)
     with pytest.raises(ValueError, match="num_heads=-1"):
         EncoderBlock(num_heads=-1, ff_dim=8)
+
+
+CASE = layer_case(
+    EncoderBlock,
+    {"num_heads": 4, "ff_dim": 32, "norm_first": True, "seed": 1},
+    {"x": X, "padding_mask": X_MASK},
+    dropout_kwargs={"dropout": 0.3, "attention_dropout": 0.3},
+    unchanged_by_training=("key/bias",),
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

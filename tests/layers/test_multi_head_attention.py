@@ -8,9 +8,12 @@ from keras import ops
 from keras_transformer.layers import MultiHeadAttention
 from keras_transformer.layers import multi_head_attention as attention_module
 from tests.test_case import (
+    HARNESS_CHECKS,
     assert_config_round_trip,
     assert_symbolic_matches_eager,
+    layer_case,
     restore,
+    run_layer_test,
     snapshot,
     to_numpy,
 )
@@ -129,3 +132,20 @@ def test_config_symbolic_and_errors():
     with pytest.raises(ValueError, match="num_heads=3"):
         MultiHeadAttention(num_heads=3)(x, x)
     assert ops.shape(layer(x, x))[-1] == 8
+
+
+CASE = layer_case(
+    MultiHeadAttention,
+    {"num_heads": 4, "seed": 1},
+    {
+        "query": np.random.default_rng(4).normal(size=(2, 4, 16)).astype("float32"),
+        "value": np.random.default_rng(5).normal(size=(2, 3, 16)).astype("float32"),
+    },
+    dropout_kwargs={"dropout": 0.5},
+    unchanged_by_training=("key/bias",),
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)
