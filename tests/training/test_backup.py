@@ -1,94 +1,13 @@
-"""Callbacks and utilities of `keras_transformer.training`, on a small Dense model."""
+"""`keras_transformer.training.backup.ResumableBackupAndRestore`: resuming mid-epoch."""
 
 import json
 import os
 
 import keras
 import numpy as np
-import pytest
 
-from keras_transformer.training import (
-    BleuCallback,
-    PeriodicCheckpoint,
-    ResumableBackupAndRestore,
-    TensorBoardLogger,
-    TimeLimit,
-    average_checkpoints,
-    corpus_bleu,
-    exact_match,
-    list_checkpoints,
-    plan_fits,
-)
-from keras_transformer.training.files import atomic_directory, atomic_path, remove_temporaries
-
-
-def small_model():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.Adam(0.01), "mse")
-    return model
-
-
-def data(rows=12):
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(rows, 3)).astype("float32"), rng.normal(size=(rows, 1)).astype("float32")
-
-
-def weights_of(model):
-    return [keras.ops.convert_to_numpy(variable.value) for variable in model.weights]
-
-
-def test_average_checkpoints_is_the_mean(tmp_path):
-    model = small_model()
-    model.optimizer.build(model.trainable_variables)
-    rng = np.random.default_rng(1)
-    saved = []
-    for index in range(3):
-        values = [rng.normal(size=w.shape).astype("float32") for w in weights_of(model)]
-        model.set_weights(values)
-        model.save_weights(str(tmp_path / f"ckpt-{index}.weights.h5"))
-        saved.append(values)
-    averaged = average_checkpoints(model, [str(tmp_path / f"ckpt-{i}.weights.h5") for i in range(3)])
-    for position, value in enumerate(weights_of(model)):
-        expected = np.mean([values[position] for values in saved], axis=0)
-        np.testing.assert_allclose(value, expected, rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(averaged[position], expected, rtol=1e-6, atol=1e-7)
-
-
-def test_periodic_checkpoint_keeps_the_last_ones_and_averages(tmp_path):
-    model = small_model()
-    x, y = data()
-    directory = str(tmp_path / "checkpoints")
-    callback = PeriodicCheckpoint(directory, save_freq=2, keep=3)
-    model.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[callback])  # 12 steps
-    assert [step for step, _ in list_checkpoints(directory)] == [8, 10, 12]
-    assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
-
-
-def test_atomic_path_never_leaves_a_partial_file(tmp_path):
-    path = tmp_path / "ckpt-00000001.weights.h5"
-    path.write_text("complete")
-    with pytest.raises(RuntimeError), atomic_path(path) as temporary:
-        with open(temporary, "w") as file:
-            file.write("half")
-        raise RuntimeError("killed")
-    assert path.read_text() == "complete"
-    assert os.listdir(tmp_path) == [path.name]
-    # What a `kill -9` leaves: a temporary file. Loaders never see it; the next run removes it.
-    (tmp_path / ".tmp-1234abcd-ckpt-00000002.weights.h5").write_text("half")
-    assert [step for step, _ in list_checkpoints(str(tmp_path))] == [1]
-    assert remove_temporaries(str(tmp_path)) == 1
-
-
-def test_atomic_directory_replaces_the_whole_directory(tmp_path):
-    target = tmp_path / "saved_model"
-    target.mkdir()
-    (target / "old.pb").write_text("old")
-    with atomic_directory(target) as temporary:
-        os.makedirs(temporary)
-        with open(os.path.join(temporary, "new.pb"), "w") as file:
-            file.write("new")
-    assert os.listdir(target) == ["new.pb"]
-    assert os.listdir(tmp_path) == ["saved_model"]
+from keras_transformer.training import ResumableBackupAndRestore
+from tests.training.training_helpers import data, small_model, weights_of
 
 
 def test_backup_restores_weights_optimizer_and_position(tmp_path):
@@ -129,63 +48,6 @@ def test_backup_records_the_batch_within_the_epoch(tmp_path):
     # state says 2 steps of epoch 1 are done, not that epoch 1 is.
     state = backup.state()
     assert (state["step"], state["epoch"], state["batch"]) == (7, 1, 2)
-
-
-def test_plan_fits_resumes_mid_epoch():
-    assert plan_fits(0, 10, 4) == [(0, 3, 4, 0)]
-    assert plan_fits(6, 10, 4) == [(1, 2, 2, 6), (2, 3, 4, 8)]
-    assert plan_fits(9, 10, 4) == [(2, 3, 1, 9)]
-    assert plan_fits(8, 10, 4) == [(2, 3, 4, 8)]
-    assert plan_fits(10, 10, 4) == []
-
-
-def test_time_limit_stops_training():
-    x, y = data()
-    limit = TimeLimit(minutes=1e-9)
-    history = small_model().fit(
-        x, y, batch_size=2, epochs=4, verbose=0, callbacks=[limit]
-    )
-    assert limit.stopped
-    assert len(history.history["loss"]) == 1
-    with pytest.raises(ValueError, match="minutes=0"):
-        TimeLimit(minutes=0)
-
-
-def test_bleu_callback_logs_to_history_and_tensorboard(tmp_path):
-    import tensorflow as tf
-
-    x, y = data()
-    sources = ["uno dos tres cuatro", "cinco seis siete ocho"]
-    references = ["one two three four", "five six seven eight"]
-    table = dict(zip(sources, references, strict=True))
-    bleu = BleuCallback(
-        lambda batch: [table[source] for source in batch],
-        sources,
-        references,
-        log_dir=str(tmp_path / "logs"),
-    )
-    logger = TensorBoardLogger(str(tmp_path / "logs"), update_freq=2)
-    history = small_model().fit(
-        x, y, batch_size=2, epochs=2, verbose=0, callbacks=[bleu, logger]
-    )
-    assert history.history["val_bleu"] == pytest.approx([100.0, 100.0])
-    assert [step for step, _ in bleu.history] == [6, 12]
-    tags = {}
-    for run in ("train", "validation"):
-        for path in tf.io.gfile.glob(str(tmp_path / "logs" / run / "events.out.tfevents.*")):
-            for event in tf.compat.v1.train.summary_iterator(path):
-                for value in event.summary.value:
-                    tags.setdefault(run, set()).add(value.tag)
-    assert {"batch_loss", "epoch_loss"} <= tags["train"]
-    assert {"bleu", "epoch_bleu"} <= tags["validation"]
-
-
-def test_bleu_and_exact_match():
-    assert corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100)
-    assert corpus_bleu(["a b c d e"], ["v w x y z"]) == 0.0
-    assert exact_match(["forty - two", "one"], ["forty - two", "two"]) == 0.5
-    with pytest.raises(ValueError, match="same length"):
-        corpus_bleu(["a"], [])
 
 
 def test_state_file_is_json(tmp_path):
