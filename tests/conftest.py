@@ -22,3 +22,21 @@ def _reset_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """`(translator, keras_path, saved_model_path)`: the number-words Translator of
+    `tests/export_helpers.py`, trained, saved and exported once per session (TensorFlow only)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("SavedModel export runs on the TensorFlow backend")
+    from keras_transformer.export import export_saved_model
+    from tests.export_helpers import train_number_translator
+
+    directory = tmp_path_factory.mktemp("exported_number_translator")
+    keras_path = directory / "translator.keras"
+    saved_model_path = directory / "saved_model"
+    translator = train_number_translator()
+    translator.save(keras_path)
+    export_saved_model(translator, saved_model_path)
+    return translator, keras_path, saved_model_path

@@ -1,7 +1,8 @@
 """Tests for the `keras-transformer` command (`keras_transformer.cli`).
 
-`translate` is tested on the SavedModel of `tests/test_export.py` (TensorFlow backend: it is
-trained and exported once per session) and, on every backend, on a small `.keras` Translator.
+`translate` is tested on the SavedModel of the `exported` fixture (`tests/conftest.py`,
+TensorFlow backend: it is trained and exported once per session) and, on every backend, on a
+small `.keras` Translator.
 """
 
 import io
@@ -14,20 +15,13 @@ import pytest
 
 from keras_transformer import Transformer, cli
 from keras_transformer.translator import Translator
-from tests.test_export import BAD_INPUTS, SENTENCES, TRUNCATED, exported_translator
+from tests.export_helpers import BAD_INPUTS, SENTENCES, TRUNCATED
 
 BACKEND = keras.backend.backend()
 tensorflow_only = pytest.mark.skipif(
     BACKEND != "tensorflow", reason="the SavedModel is exported on the TensorFlow backend"
 )
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    if BACKEND != "tensorflow":
-        pytest.skip("the SavedModel is exported on the TensorFlow backend")
-    return exported_translator(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

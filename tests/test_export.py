@@ -4,9 +4,9 @@ Everything here runs on the TensorFlow backend, except `test_export_from_another
 which runs on JAX and PyTorch (it trains and saves there, and exports in a
 `KERAS_BACKEND=tensorflow` subprocess).
 
-The SavedModel comes from `exported_translator`, built once per test session (also for
-`tests/test_cli.py`): a tiny Transformer trained for a few seconds on Spanish -> English number
-words, wrapped in a `Translator` with `max_source_length=32`, saved and exported.
+The SavedModel comes from the `exported` fixture of `tests/conftest.py`, built once per test
+session (also for `tests/test_cli.py`): a tiny Transformer trained for a few seconds on
+Spanish -> English number words, wrapped in a `Translator` with `max_source_length=32`, saved and exported.
 """
 
 import concurrent.futures
@@ -22,36 +22,22 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import LabelSmoothedCrossentropy, Transformer, transformer_adam
+from keras_transformer import Transformer
 from keras_transformer.export import export_saved_model, read_metadata
 from keras_transformer.translator import Translator
+from tests.export_helpers import (
+    BAD_INPUTS,
+    MAX_SOURCE_LENGTH,
+    SENTENCES,
+    TRUNCATED,
+    train_number_translator,
+)
 
 BACKEND = keras.backend.backend()
 tensorflow_only = pytest.mark.skipif(
     BACKEND != "tensorflow", reason="SavedModel export runs on the TensorFlow backend"
 )
 BIN = os.path.dirname(sys.executable)
-MAX_SOURCE_LENGTH = 32
-
-SENTENCES = [
-    "dos mil trescientos ochenta y tres",
-    "mil novecientos sesenta y seis",
-    "setecientos dieciocho",
-    "cuarenta y dos",
-    "tres",
-    "cuatro mil cuatrocientos cuarenta y cuatro",
-]
-BAD_INPUTS = [
-    b"",
-    b"   \t  ",
-    b"x" * 10_000,
-    ("mil " * 2_500).encode(),
-    b"\xff\xfe dos \xc3",
-    "😀🎉 dos".encode(),
-    "你好，世界".encode(),
-]
-TRUNCATED = [False, False, False, True, False, False, False]
-
 # Loads a SavedModel where `keras` and `keras_transformer` cannot be imported, with only the
 # tensorflow-text op libraries (importing the `tensorflow_text` package imports Keras itself),
 # translates the JSON list on stdin and prints the results and the Keras modules loaded.
@@ -77,61 +63,6 @@ print(json.dumps({
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-def train_number_translator(num_train=2000, epochs=4, **translator_kwargs):
-    """A tiny Translator trained on Spanish -> English number words (~20 s on TensorFlow)."""
-    from keras_transformer.data import make_dataset
-    from keras_transformer.datasets import number_words
-    from keras_transformer.text import train_tokenizer
-
-    keras.utils.set_random_seed(0)
-    splits = number_words(num_train=num_train, num_validation=0, num_test=0, max_number=5000)
-    tokenizer = train_tokenizer([text for pair in splits.train for text in pair], 400)
-    # One bucket, so the train step is traced once.
-    data = make_dataset(
-        splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
-    )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), dropout=0.0)
-    model.compile(
-        optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
-    )
-    model.fit(data.dataset, epochs=epochs, verbose=0)
-    translator_kwargs = {
-        "max_source_length": MAX_SOURCE_LENGTH,
-        "bucket_boundaries": (16,),
-        # In-process translations (the expected outputs) run eagerly: a few sentences cost
-        # less than an XLA compile per shape. The SavedModel is compiled either way.
-        "jit_compile": False,
-        **translator_kwargs,
-    }
-    return Translator(model, tokenizer, **translator_kwargs)
-
-
-def exported_translator(tmp_path_factory):
-    """`(translator, keras_path, saved_model_path)`, trained and exported once per session.
-
-    Cached on disk in the session's base temporary directory, so that `tests/test_cli.py`
-    (which imports this function) reuses it.
-    """
-    directory = tmp_path_factory.getbasetemp() / "exported_number_translator"
-    keras_path = directory / "translator.keras"
-    saved_model_path = directory / "saved_model"
-    if (directory / "done").exists():
-        return Translator.load(keras_path), keras_path, saved_model_path
-    directory.mkdir(exist_ok=True)
-    translator = train_number_translator()
-    translator.save(keras_path)
-    export_saved_model(translator, saved_model_path)
-    (directory / "done").touch()
-    return translator, keras_path, saved_model_path
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    if BACKEND != "tensorflow":
-        pytest.skip("SavedModel export runs on the TensorFlow backend")
-    return exported_translator(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

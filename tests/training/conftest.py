@@ -1,7 +1,8 @@
 """Fixtures of the training tests."""
 
 import pytest
-from training_helpers import TINY_RUN, merge
+
+from tests.training.training_helpers import TINY_RUN, merge
 
 
 @pytest.fixture

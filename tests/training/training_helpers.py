@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+import keras
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 
@@ -59,3 +62,21 @@ def run_python(arguments, timeout, env=None, **kwargs):
         timeout=timeout,
         **kwargs,
     )
+
+
+# A small compiled Dense model and its data, for the callback tests.
+
+
+def small_model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    return model
+
+
+def data(rows=12):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(rows, 3)).astype("float32"), rng.normal(size=(rows, 1)).astype("float32")
+
+
+def weights_of(model):
+    return [keras.ops.convert_to_numpy(variable.value) for variable in model.weights]

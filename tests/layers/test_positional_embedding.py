@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import PositionalEmbedding, sinusoidal_encoding
-from tests.test_case import assert_config_round_trip, to_numpy
+from tests.test_case import (
+    HARNESS_CHECKS,
+    assert_config_round_trip,
+    layer_case,
+    run_layer_test,
+    to_numpy,
+)
 
 
 def test_sinusoid_equals_paper_formula_for_any_length():
@@ -66,3 +72,16 @@ def test_dropout_only_in_training_and_config():
         PositionalEmbedding(vocab_size=10, d_model=7)
     with pytest.raises(ValueError, match="vocab_size=0"):
         PositionalEmbedding(vocab_size=0, d_model=8)
+
+
+CASE = layer_case(
+    PositionalEmbedding,
+    {"vocab_size": 10, "d_model": 16, "seed": 1},
+    {"inputs": np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")},
+    dropout_kwargs={"dropout": 0.5},
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

@@ -1,12 +1,17 @@
+"""`keras_transformer.layers.DecoderBlock`: causal self-attention, masked cross-attention, cache."""
+
 import keras
 import numpy as np
 import pytest
 
 from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEmbedding
 from tests.test_case import (
+    HARNESS_CHECKS,
     assert_config_round_trip,
     assert_symbolic_matches_eager,
+    layer_case,
     restore,
+    run_layer_test,
     snapshot,
     to_numpy,
 )
@@ -14,35 +19,7 @@ from tests.test_case import (
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 6, 16)).astype("float32")
 CONTEXT = RNG.normal(size=(2, 5, 16)).astype("float32")
-X_MASK = np.array([[1] * 6, [1] * 4 + [0] * 2], bool)
 CONTEXT_MASK = np.array([[1] * 5, [1] * 3 + [0] * 2], bool)
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_padding_content_does_not_leak(norm_first):
-    block = EncoderBlock(num_heads=4, ff_dim=32, dropout=0.0, norm_first=norm_first)
-    base = to_numpy(block(X, padding_mask=X_MASK))
-    changed = X.copy()
-    changed[1, 4:] = 100.0
-    out = to_numpy(block(changed, padding_mask=X_MASK))
-    np.testing.assert_allclose(out[1, :4], base[1, :4], atol=1e-5)
-    np.testing.assert_allclose(out[0], base[0], atol=1e-5)
-
-
-def test_post_ln_equals_paper_formula():
-    block = EncoderBlock(num_heads=4, ff_dim=32, dropout=0.0)
-    out = to_numpy(block(X))
-    attention = to_numpy(block.self_attention(X, X))
-    h = to_numpy(block.self_attention_norm(X + attention))
-    expected = to_numpy(block.feed_forward_norm(h + to_numpy(block.feed_forward(h))))
-    np.testing.assert_allclose(out, expected, atol=1e-5)
-    ffn = block.feed_forward
-    relu = np.maximum(0, h @ to_numpy(ffn.inner_dense.kernel) + to_numpy(ffn.inner_dense.bias))
-    np.testing.assert_allclose(
-        to_numpy(ffn(h)),
-        relu @ to_numpy(ffn.output_dense.kernel) + to_numpy(ffn.output_dense.bias),
-        atol=1e-4,
-    )
 
 
 @pytest.mark.parametrize("attention_dropout", [0.0, 0.3], ids=["fused", "explicit"])
@@ -117,18 +94,18 @@ def test_decoder_cache_matches_full_pass():
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
 
-@pytest.mark.parametrize("cls", [EncoderBlock, DecoderBlock])
-def test_config_symbolic_and_bad_arguments(cls):
-    block = cls(num_heads=4, ff_dim=32, dropout=0.2, attention_dropout=0.1, norm_first=True, seed=3)
-    inputs = [X] if cls is EncoderBlock else [X, CONTEXT]
-    assert_symbolic_matches_eager(block, inputs)
+def test_config_symbolic_and_bad_arguments():
+    block = DecoderBlock(
+        num_heads=4, ff_dim=32, dropout=0.2, attention_dropout=0.1, norm_first=True, seed=3
+    )
+    assert_symbolic_matches_eager(block, [X, CONTEXT])
     assert_config_round_trip(block)
     with pytest.raises(ValueError, match="ff_dim=0"):
-        cls(num_heads=4, ff_dim=0)
+        DecoderBlock(num_heads=4, ff_dim=0)
     with pytest.raises(ValueError, match="dropout=1.0"):
-        cls(num_heads=4, ff_dim=8, dropout=1.0)
+        DecoderBlock(num_heads=4, ff_dim=8, dropout=1.0)
     with pytest.raises(ValueError, match="num_heads=-1"):
-        cls(num_heads=-1, ff_dim=8)
+        DecoderBlock(num_heads=-1, ff_dim=8)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
@@ -138,3 +115,17 @@ def test_mixed_precision_blocks_run_and_stay_finite(policy):
     out = block(X, CONTEXT, context_padding_mask=np.zeros((2, 5), bool))
     assert keras.backend.standardize_dtype(out.dtype) == ("float32" if policy == "float32" else "bfloat16")
     assert np.isfinite(to_numpy(out).astype("float32")).all()
+
+
+CASE = layer_case(
+    DecoderBlock,
+    {"num_heads": 4, "ff_dim": 32, "seed": 1},
+    {"x": X, "context": CONTEXT, "context_padding_mask": CONTEXT_MASK},
+    dropout_kwargs={"dropout": 0.3, "attention_dropout": 0.3},
+    unchanged_by_training=("key/bias",),
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

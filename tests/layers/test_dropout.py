@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers.dropout import Dropout
-from tests.test_case import to_numpy
+from tests.test_case import HARNESS_CHECKS, layer_case, run_layer_test, to_numpy
 
 
 def dropped(layer, inputs, jit):
@@ -44,3 +44,16 @@ def test_serializes_as_our_layer():
     layer = Dropout(0.25, seed=3, name="drop")
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(clone) is Dropout and clone.get_config() == layer.get_config()
+
+
+CASE = layer_case(
+    Dropout,
+    {"rate": 0.5, "seed": 1},
+    {"inputs": np.random.default_rng(0).normal(size=(2, 4, 16)).astype("float32")},
+    dropout_kwargs={"rate": 0.5},
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

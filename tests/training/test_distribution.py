@@ -20,7 +20,8 @@ import sys
 import keras
 import numpy as np
 import pytest
-from training_helpers import REPO, SCRIPTS, run_python
+
+from tests.training.training_helpers import REPO, SCRIPTS, run_python
 
 TOLERANCE = 1e-5  # losses and logits: float32 round-off of sums taken in another order
 # Weights after 6 Adam steps: Adam divides each gradient element by its own running RMS, so an

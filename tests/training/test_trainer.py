@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.training import TrainingConfig, train
+from keras_transformer.training import TrainingConfig, plan_fits, train
 from keras_transformer.training.trainer import build_model, compile_model
 
 
@@ -61,3 +61,11 @@ def test_mixed_precision_keeps_logits_and_loss_in_float32(precision):
     assert keras.backend.standardize_dtype(model.loss(tokens, logits).dtype) == "float32"
     history = model.fit(inputs, tokens, batch_size=4, epochs=3, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_plan_fits_resumes_mid_epoch():
+    assert plan_fits(0, 10, 4) == [(0, 3, 4, 0)]
+    assert plan_fits(6, 10, 4) == [(1, 2, 2, 6), (2, 3, 4, 8)]
+    assert plan_fits(9, 10, 4) == [(2, 3, 1, 9)]
+    assert plan_fits(8, 10, 4) == [(2, 3, 4, 8)]
+    assert plan_fits(10, 10, 4) == []

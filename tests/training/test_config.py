@@ -5,10 +5,10 @@ import glob
 import os
 
 import pytest
-from training_helpers import REPO
 
 from keras_transformer.training.cli import add_train_arguments, config_from_args
 from keras_transformer.training.config import TrainingConfig, load_config, parse_value
+from tests.training.training_helpers import REPO
 
 
 def test_defaults_are_the_paper_recipe():

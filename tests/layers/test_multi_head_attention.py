@@ -1,3 +1,5 @@
+"""`keras_transformer.layers.MultiHeadAttention`: the paper's formula, masks, dropout, cache."""
+
 import keras
 import numpy as np
 import pytest
@@ -5,11 +7,13 @@ from keras import ops
 
 from keras_transformer import _backend
 from keras_transformer.layers import MultiHeadAttention
-from keras_transformer.layers.masking import merge_masks
 from tests.test_case import (
+    HARNESS_CHECKS,
     assert_config_round_trip,
     assert_symbolic_matches_eager,
+    layer_case,
     restore,
+    run_layer_test,
     snapshot,
     to_numpy,
 )
@@ -116,15 +120,6 @@ def test_cache_matches_full_attention_step_by_step():
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
 
-def test_merge_masks_combines_all_kinds():
-    mask = merge_masks(
-        3, 3, query_mask=np.array([[1, 1, 0]]), key_mask=np.array([[1, 0, 1]]),
-        use_causal_mask=True,
-    )
-    expected = np.array([[1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
-    np.testing.assert_array_equal(to_numpy(mask)[0, 0], expected)
-
-
 def test_config_symbolic_and_errors():
     layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, dropout=0.1, seed=4)
     x = np.zeros((2, 3, 8), "float32")
@@ -137,3 +132,20 @@ def test_config_symbolic_and_errors():
     with pytest.raises(ValueError, match="num_heads=3"):
         MultiHeadAttention(num_heads=3)(x, x)
     assert ops.shape(layer(x, x))[-1] == 8
+
+
+CASE = layer_case(
+    MultiHeadAttention,
+    {"num_heads": 4, "seed": 1},
+    {
+        "query": np.random.default_rng(4).normal(size=(2, 4, 16)).astype("float32"),
+        "value": np.random.default_rng(5).normal(size=(2, 3, 16)).astype("float32"),
+    },
+    dropout_kwargs={"dropout": 0.5},
+    unchanged_by_training=("key/bias",),
+)
+
+
+@pytest.mark.parametrize("check", HARNESS_CHECKS)
+def test_layer_harness(check, request):
+    run_layer_test(CASE, check, request)

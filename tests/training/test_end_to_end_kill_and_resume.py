@@ -16,7 +16,8 @@ import h5py
 import keras
 import pytest
 import yaml
-from training_helpers import REPO
+
+from tests.training.training_helpers import REPO
 
 TRAIN_STEPS, STEPS_PER_EPOCH, BACKUP_EVERY = 60, 20, 3
 

@@ -1,6 +1,8 @@
-"""Every layer and the model survive `.keras` save and a reload in a fresh process."""
+"""The compiled Transformer survives `.keras` save and a reload in a fresh process: outputs,
+loss, schedule and optimizer state, and it keeps training.
 
-import keras
+Every public layer's reload is a check of the shared layer harness (`tests/test_case.py`)."""
+
 import numpy as np
 import pytest
 
@@ -8,48 +10,11 @@ import keras_transformer as kt
 from tests.test_case import assert_no_build_warnings, run_in_fresh_process, to_numpy
 
 RNG = np.random.default_rng(0)
-IDS = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
-X = RNG.normal(size=(2, 4, 16)).astype("float32")
-CONTEXT = RNG.normal(size=(2, 3, 16)).astype("float32")
-MASK = IDS != 0
-
-
-def layer_models():
-    """A small functional model around each public layer, with its inputs."""
-    models = {}
-    ids = keras.Input((None,), dtype="int32")
-    models["positional_embedding"] = (
-        keras.Model(ids, kt.PositionalEmbedding(vocab_size=10, d_model=16)(ids)),
-        [IDS],
-    )
-    x = keras.Input((None, 16))
-    context = keras.Input((None, 16))
-    models["multi_head_attention"] = (
-        keras.Model([x, context], kt.MultiHeadAttention(num_heads=4)(x, context)),
-        [X, CONTEXT],
-    )
-    models["feed_forward"] = (keras.Model(x, kt.FeedForward(ff_dim=32)(x)), [X])
-    mask = keras.Input((None,), dtype="bool")
-    models["encoder_block"] = (
-        keras.Model([x, mask], kt.EncoderBlock(4, 32, norm_first=True)(x, padding_mask=mask)),
-        [X, MASK],
-    )
-    models["decoder_block"] = (
-        keras.Model([x, context], kt.DecoderBlock(4, 32)(x, context)),
-        [X, CONTEXT],
-    )
-    return models
 
 
 @pytest.mark.slow
-def test_layers_and_compiled_model_reload_in_fresh_process(tmp_path):
+def test_compiled_model_reloads_in_fresh_process(tmp_path):
     expected = {}
-    for name, (model, inputs) in layer_models().items():
-        assert type(model.layers[-1]).from_config(model.layers[-1].get_config()) is not None
-        model.save(tmp_path / f"{name}.keras")
-        expected[name] = to_numpy(model(inputs[0] if len(inputs) == 1 else inputs))
-        np.savez(tmp_path / f"{name}_inputs.npz", *inputs)
-
     transformer = kt.Transformer.from_preset("tiny", vocab_size=20, norm_first=True, seed=1)
     transformer.compile(
         optimizer=kt.transformer_adam(64, warmup_steps=10),
@@ -75,12 +40,6 @@ def test_layers_and_compiled_model_reload_in_fresh_process(tmp_path):
         import keras_transformer  # registers the package's classes
         tmp = {str(tmp_path)!r}
         expected = np.load(tmp + "/expected.npz")
-        for name in {sorted(k for k in expected if k != "transformer")!r}:
-            model = keras.saving.load_model(tmp + "/" + name + ".keras")
-            data = np.load(tmp + "/" + name + "_inputs.npz")
-            inputs = [data["arr_%d" % i] for i in range(len(data.files))]
-            out = keras.ops.convert_to_numpy(model(inputs[0] if len(inputs) == 1 else inputs))
-            np.testing.assert_allclose(out, expected[name], atol=1e-6, err_msg=name)
         model = keras.saving.load_model(tmp + "/transformer.keras")
         data = dict(np.load(tmp + "/transformer_inputs.npz"))
         targets = data.pop("targets")

@@ -1,0 +1,35 @@
+"""`keras_transformer.training.files`: atomic writes that never leave a partial file."""
+
+import os
+
+import pytest
+
+from keras_transformer.training import list_checkpoints
+from keras_transformer.training.files import atomic_directory, atomic_path, remove_temporaries
+
+
+def test_atomic_path_never_leaves_a_partial_file(tmp_path):
+    path = tmp_path / "ckpt-00000001.weights.h5"
+    path.write_text("complete")
+    with pytest.raises(RuntimeError), atomic_path(path) as temporary:
+        with open(temporary, "w") as file:
+            file.write("half")
+        raise RuntimeError("killed")
+    assert path.read_text() == "complete"
+    assert os.listdir(tmp_path) == [path.name]
+    # What a `kill -9` leaves: a temporary file. Loaders never see it; the next run removes it.
+    (tmp_path / ".tmp-1234abcd-ckpt-00000002.weights.h5").write_text("half")
+    assert [step for step, _ in list_checkpoints(str(tmp_path))] == [1]
+    assert remove_temporaries(str(tmp_path)) == 1
+
+
+def test_atomic_directory_replaces_the_whole_directory(tmp_path):
+    target = tmp_path / "saved_model"
+    target.mkdir()
+    (target / "old.pb").write_text("old")
+    with atomic_directory(target) as temporary:
+        os.makedirs(temporary)
+        with open(os.path.join(temporary, "new.pb"), "w") as file:
+            file.write("new")
+    assert os.listdir(target) == ["new.pb"]
+    assert os.listdir(tmp_path) == ["saved_model"]
