@@ -6,7 +6,7 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_transformer.data.buckets import bucket_length
+from keras_transformer.data.buckets import bucket_batches
 from keras_transformer.generation import Generator
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
@@ -185,18 +185,10 @@ class Translator(keras.Model):
         features = self.preprocessor.generate_preprocess(strings)
         source = features["encoder_inputs"]  # (batch, None)
         lengths = source.row_lengths().numpy()
-        # Non-empty sentences in length order, `batch_size` at a time within one bucket.
-        order = sorted(np.flatnonzero(~features["empty"].numpy()), key=lambda i: lengths[i])
-        batches = []
-        for index in order:
-            bucket = bucket_length(lengths[index], self.bucket_boundaries)
-            if batches and batches[-1][0] == bucket and len(batches[-1][1]) < self.batch_size:
-                batches[-1][1].append(index)
-            else:
-                batches.append((bucket, [index]))
+        nonempty = {index: lengths[index] for index in np.flatnonzero(~features["empty"].numpy())}
         outputs = {}  # index -> (tokens, score, text)
         targets = self.preprocessor._targets
-        for bucket, indices in batches:
+        for bucket, indices in bucket_batches(nonempty, self.bucket_boundaries, self.batch_size):
             rows = self.preprocessor.pad_batch(tf.gather(source, indices), bucket).numpy()
             sequences, scores = self._search(rows, beam_size, alpha)
             texts = self.preprocessor.generate_postprocess(sequences[: len(indices)]).numpy()
@@ -217,7 +209,7 @@ class Translator(keras.Model):
                 )
             )
             if return_attention:
-                translations[-1].attention = self._attention(np.array(ids, "int32"), tokens)
+                translations[-1].attention = _attention(self.model, targets.start_id, ids, tokens)
         return translations[0] if single else translations
 
     def encode_sources(self, sentences):
@@ -264,21 +256,6 @@ class Translator(keras.Model):
                 encoder_inputs, search="beam", beam_size=beam_size, alpha=alpha
             )
         return sequences[:, 0], scores[:, 0]
-
-    def _attention(self, source_ids, tokens):
-        if not tokens:
-            return None
-        start_id = self.preprocessor._targets.start_id
-        decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
-        with _no_grad():
-            encoder_outputs, padding_mask = self.model.encode(source_ids[None], training=False)
-            _, scores = self.model.decode(
-                decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
-            )
-        # (layers, heads, target, source)
-        return np.stack([keras.ops.convert_to_numpy(layer)[0] for layer in scores]).astype(
-            "float32"
-        )
 
     # === Saving ===
     @classmethod
@@ -369,6 +346,21 @@ def _trim(sequence, end_id, pad_id):
     while tokens and tokens[-1] == pad_id:
         tokens.pop()
     return tokens
+
+
+def _attention(model, start_id, source_ids, tokens):
+    """Cross-attention `(layers, heads, len(tokens), len(source_ids))` of one translation."""
+    if not tokens:
+        return None
+    decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
+    with _no_grad():
+        encoder_outputs, padding_mask = model.encode(
+            np.array([source_ids], "int32"), training=False
+        )
+        _, scores = model.decode(
+            decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
+        )
+    return np.stack([keras.ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
 
 
 def _no_grad():

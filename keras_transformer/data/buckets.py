@@ -120,3 +120,31 @@ def padded_batch_size(batch_size):
     while padded < batch_size:
         padded *= 2
     return padded
+
+
+def bucket_batches(lengths, boundaries, batch_size):
+    """Groups sequences into batches of one bucket each, shortest first.
+
+    Args:
+        lengths: dict or sequence mapping an index to its unpadded length; only these indices
+            are grouped.
+        boundaries: ascending sequence of int, the padded lengths.
+        batch_size: int. Most sequences per batch.
+
+    Returns:
+        A list of `(bucket_length, indices)`; indices of equal length keep their order.
+
+    Example:
+
+    >>> bucket_batches({0: 9, 1: 3, 2: 5, 3: 12}, (8, 16), batch_size=2)
+    [(8, [1, 2]), (16, [0, 3])]
+    """
+    lengths = dict(lengths if isinstance(lengths, dict) else enumerate(lengths))
+    batches = []
+    for index in sorted(lengths, key=lambda index: lengths[index]):
+        bucket = bucket_length(lengths[index], boundaries)
+        if batches and batches[-1][0] == bucket and len(batches[-1][1]) < batch_size:
+            batches[-1][1].append(index)
+        else:
+            batches.append((bucket, [index]))
+    return batches

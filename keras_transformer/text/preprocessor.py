@@ -256,6 +256,10 @@ def _column(pieces, value):
 
 def _pad(ids, length, pad_id):
     """Ragged `(batch, None)` to dense `(batch, length)`, padded with `pad_id`."""
+    if not isinstance(length, int):  # A tensor: traced code's shape is then (None, None).
+        tf = _tf()
+        length = tf.stack([ids.nrows(), tf.cast(length, tf.int64)])
+        return ids.to_tensor(default_value=pad_id, shape=length)
     return ids.to_tensor(default_value=pad_id, shape=[None, length])
 
 
