@@ -158,69 +158,43 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
     """
     import tensorflow as tf
 
-    from keras_transformer.generation import Generator
-
-    tokenizer = translator.tokenizer
-    target_tokenizer = translator.target_tokenizer or tokenizer
-    generator = Generator(
-        translator.model,
-        start_id=target_tokenizer.start_id,
-        end_id=target_tokenizer.end_id,
-        pad_id=target_tokenizer.pad_id,
-        extra_length=translator.extra_length,
-        jit_compile=jit_compile,
-    )
-    boundaries = list(translator.bucket_boundaries)
-    max_pieces = translator.max_source_length - 2
-    start_id, end_id, pad_id = tokenizer.start_id, tokenizer.end_id, tokenizer.pad_id
+    preprocessor = translator.preprocessor
+    generator = translator.make_generator(jit_compile)
     search = "greedy" if beam_size == 1 else "beam"
 
     def translate_rows(source):
         """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
         num_rows = source.nrows(out_type=tf.int32)
-        lengths = tf.cast(source.row_lengths(), tf.int32)
-        # Rows padded to a power of two by repeating the last one: it ends with that row, so
-        # padding never makes the search run longer.
-        padded_rows = _next_power_of_two(num_rows)
-        source = tf.gather(source, tf.minimum(tf.range(padded_rows), num_rows - 1))
-        bucket_index = tf.searchsorted(
-            tf.constant(boundaries, tf.int32), tf.reduce_max(lengths)[None], side="left"
-        )[0]
+        bucket_index = preprocessor.bucket_index(source.bounding_shape(1))
 
         def branch(bucket):
             def run():
-                encoder_inputs = source.to_tensor(default_value=pad_id, shape=[None, bucket])
+                encoder_inputs = preprocessor.pad_batch(source, bucket)
                 function = generator.function(
                     search, bucket + translator.extra_length, beam_size, alpha
                 )
                 sequences, scores = function(encoder_inputs)
                 if search == "beam":
                     sequences, scores = sequences[:, 0], scores[:, 0]
-                return target_tokenizer.detokenize(sequences), scores
+                return preprocessor.generate_postprocess(sequences), scores
 
             return run
 
-        texts, scores = tf.switch_case(bucket_index, [branch(bucket) for bucket in boundaries])
+        branches = [branch(bucket) for bucket in preprocessor.bucket_boundaries]
+        texts, scores = tf.switch_case(bucket_index, branches)
         return texts[:num_rows], scores[:num_rows]
 
     def serve(inputs):
         # The signature's shape is not enforced at call time: check it with a runtime op.
         inputs = tf.ensure_shape(tf.convert_to_tensor(inputs, tf.string), [None])  # (batch,)
-        pieces = tokenizer.tokenize(inputs)  # (batch, None)
-        num_pieces = pieces.row_lengths()
-        truncated = num_pieces > max_pieces
-        batch = tf.shape(inputs)[0]
-        start = tf.fill([batch, 1], tf.constant(start_id, tf.int32))
-        end = tf.fill([batch, 1], tf.constant(end_id, tf.int32))
-        source = tf.concat([start, pieces[:, :max_pieces], end], axis=1)  # (batch, None)
-
+        features = preprocessor.generate_preprocess(inputs)
         # Inputs without a token translate to "" without running the model.
-        nonempty = num_pieces > 0
+        nonempty = tf.logical_not(features["empty"])
         rows = tf.cast(tf.where(nonempty)[:, 0], tf.int32)  # (num_nonempty,)
         count = tf.size(rows)
         texts, scores = tf.cond(
             count > 0,
-            lambda: translate_rows(tf.gather(source, rows)),
+            lambda: translate_rows(tf.gather(features["encoder_inputs"], rows)),
             lambda: (tf.zeros([0], tf.string), tf.zeros([0], tf.float32)),
         )
         # Row i of the batch is row `position[i]` of the non-empty rows.
@@ -230,19 +204,9 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
         scores = tf.concat([scores, [0.0]], axis=0)
         texts = tf.where(nonempty, tf.gather(texts, safe), "")
         scores = tf.where(nonempty, tf.gather(scores, safe), 0.0)
-        return {"translations": texts, "scores": scores, "truncated": truncated}
+        return {"translations": texts, "scores": scores, "truncated": features["truncated"]}
 
     return serve
-
-
-def _next_power_of_two(value):
-    """The smallest power of two `>= value` for an int32 scalar tensor `value >= 1`."""
-    import tensorflow as tf
-
-    value = value - 1
-    for shift in (1, 2, 4, 8, 16):
-        value = tf.bitwise.bitwise_or(value, tf.bitwise.right_shift(value, shift))
-    return value + 1
 
 
 def read_metadata(path):

@@ -23,46 +23,13 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 from keras import ops
 
 from keras_transformer import _backend
+
+# `bucket_length` and `padded_batch_size` live with the other bucketing rules; imported here
+# for the callers (and the API) that find them beside the `Generator`.
+from keras_transformer.data.buckets import bucket_length, padded_batch_size  # noqa: F401
 from keras_transformer.decoding import beam_search, greedy_search
 
 SEARCHES = ("greedy", "beam", "uncached_greedy")
-
-
-def bucket_length(length, boundaries):
-    """The smallest bucket boundary `>= length`.
-
-    Args:
-        length: int. An unpadded sequence length.
-        boundaries: ascending sequence of int, the padded lengths.
-
-    Returns:
-        int, the padded length.
-
-    Example:
-
-    >>> bucket_length(10, (8, 16, 24))
-    16
-    """
-    for boundary in boundaries:
-        if length <= boundary:
-            return int(boundary)
-    raise ValueError(
-        f"`length` is longer than the largest bucket {boundaries[-1]}. Received: length={length}"
-    )
-
-
-def padded_batch_size(batch_size):
-    """The smallest power of two `>= batch_size` (and `>= 1`): the padded batch size.
-
-    Example:
-
-    >>> [padded_batch_size(n) for n in (0, 1, 3, 8, 9)]
-    [1, 1, 4, 8, 16]
-    """
-    padded = 1
-    while padded < batch_size:
-        padded *= 2
-    return padded
 
 
 def generate(

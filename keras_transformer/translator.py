@@ -1,4 +1,4 @@
-"""`Translator`: a tokenizer, a `Transformer` and beam search; strings in, strings out."""
+"""`Translator`: a preprocessor, a `Transformer` and beam search; strings in, strings out."""
 
 import contextlib
 import dataclasses
@@ -7,11 +7,12 @@ import inspect
 import keras
 import numpy as np
 
-from keras_transformer.data.pipeline import default_bucket_boundaries
-from keras_transformer.generation import Generator, bucket_length, padded_batch_size
+from keras_transformer.data.buckets import bucket_batches, padded_batch_size
+from keras_transformer.generation import Generator
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
 from keras_transformer.models.transformer import Transformer, _physical_memory_bytes
+from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import Tokenizer
 
 
@@ -45,25 +46,14 @@ class Translation:
 class Translator(keras.Model):
     """Translates sentences: tokenizer, `Transformer` and beam search in one savable object.
 
-    Each sentence is tokenized (with the tokenizer's normalization), wrapped as
-    `[START] pieces [END]` (as `keras_transformer.data.encode_source` does in training),
-    translated with beam search (beam size 4, length penalty `alpha=0.6`, at most
-    `source_length + extra_length` tokens, as in the paper §6.1) and detokenized.
-
-    Rules for unusual inputs:
-
-    - Truncation: a sentence of more than `max_source_length - 2` word pieces keeps its first
-      `max_source_length - 2` pieces (then `[END]`), so the encoder input is at most
-      `max_source_length` tokens; `Translation.truncated` tells which were truncated.
-    - A sentence without any token (`""`, only whitespace or invisible characters) translates
-      to `""` with score `0.0`; the model is not run.
-    - Invalid UTF-8 becomes U+FFFD and characters the vocabulary lacks become `[UNK]`
-      (see `keras_transformer.text.Tokenizer`); no input string raises.
-
-    Sentences are sorted by length, padded to the smallest of `bucket_boundaries` that fits
-    and batched `batch_size` at a time, with batch sizes padded to a power of two; so the
-    compiled search (see `keras_transformer.generation.Generator`) sees a bounded set of
-    shapes and a repeated call never recompiles.
+    Sentences go through a `keras_transformer.text.TranslationPreprocessor` (`[START] pieces
+    [END]`, truncation to `max_source_length`, empty input, buckets: the rules are written
+    there), are sorted by length, batched `batch_size` at a time within a bucket, translated
+    with beam search (beam size 4, length penalty `alpha=0.6`, at most `source_length +
+    extra_length` tokens, as in the paper §6.1) by a `keras_transformer.generation.Generator`
+    and detokenized. A sentence without any token translates to `""` with score `0.0`; invalid
+    UTF-8 becomes U+FFFD and unknown characters `[UNK]`: no input string raises. The compiled
+    search sees a bounded set of shapes, so a repeated call never recompiles.
 
     Save it with `translator.save("translator.keras")` (model weights, configuration and the
     tokenizer vocabulary in one file) and load it with `Translator.load(path)` (or
@@ -80,11 +70,11 @@ class Translator(keras.Model):
         beam_size: int. Beam size; `1` runs greedy search. Defaults to `4`.
         alpha: float. Length penalty strength. Defaults to `0.6`.
         max_source_length: int `>= 3`. Longest encoder input, `[START]` and `[END]` included;
-            longer inputs are truncated (see above). Defaults to `128`.
+            longer inputs are truncated. Defaults to `128`.
         extra_length: int. Translations have at most `padded_source_length + extra_length`
             tokens. Defaults to `50`.
         batch_size: int. Sentences decoded together. Defaults to `32`.
-        bucket_boundaries: ascending list of int, the padded source lengths. Defaults to
+        bucket_boundaries: ascending list of int `>= 2`, the padded source lengths. Defaults to
             `None`: `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
         jit_compile: bool. Compile the search run by this object (XLA on TensorFlow,
             `jax.jit` on JAX; PyTorch runs eagerly under `torch.no_grad()`). `False` runs it
@@ -134,58 +124,37 @@ class Translator(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value, minimum in (
-            ("beam_size", beam_size, 1),
-            ("max_source_length", max_source_length, 3),
-            ("extra_length", extra_length, 1),
-            ("batch_size", batch_size, 1),
+        for name, value in (
+            ("beam_size", beam_size),
+            ("extra_length", extra_length),
+            ("batch_size", batch_size),
         ):
-            _check_int(name, value, minimum)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
-            raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
-        for name, value in (("model", model),):
-            if not all(hasattr(value, attr) for attr in ("encode", "init_cache", "decode_step")):
-                raise ValueError(
-                    f"`{name}` must be a `keras_transformer.Transformer`. Received: {name}={value!r}"
-                )
-        for name, value in (("tokenizer", tokenizer), ("target_tokenizer", target_tokenizer)):
-            if value is None and name == "target_tokenizer":
-                continue
-            if not all(hasattr(value, attr) for attr in ("tokenize", "detokenize")):
-                raise ValueError(
-                    f"`{name}` must be a `keras_transformer.text.Tokenizer`. "
-                    f"Received: {name}={value!r}"
-                )
-        if bucket_boundaries is None:
-            bucket_boundaries = default_bucket_boundaries(max_source_length)
-        boundaries = [int(length) for length in bucket_boundaries]
-        if (
-            not boundaries
-            or boundaries[0] < 3
-            or any(b <= a for a, b in zip(boundaries, boundaries[1:], strict=False))
-        ):
+            _check_int(name, value, 1)
+        _check_alpha(alpha)
+        if not all(hasattr(model, attr) for attr in ("encode", "init_cache", "decode_step")):
             raise ValueError(
-                "`bucket_boundaries` must be a non-empty, strictly increasing list of ints "
-                f">= 3. Received: bucket_boundaries={bucket_boundaries!r}"
+                f"`model` must be a `keras_transformer.Transformer`. Received: model={model!r}"
             )
-        boundaries = [length for length in boundaries if length < max_source_length]
-        boundaries.append(max_source_length)
-
         self.model = model
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer
+        self.preprocessor = TranslationPreprocessor(
+            tokenizer, target_tokenizer, max_source_length, bucket_boundaries
+        )
+        self._generator = None
         self.beam_size = beam_size
         self.alpha = float(alpha)
         self.max_source_length = max_source_length
         self.extra_length = extra_length
         self.batch_size = batch_size
-        self.bucket_boundaries = tuple(boundaries)
+        self.bucket_boundaries = self.preprocessor.bucket_boundaries
         self.jit_compile = bool(jit_compile)
-        self._generator = None
+        # Strings in, strings out: Keras must not convert the inputs to backend tensors.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
         self.built = True
 
-    # === Translating ===
-    def __call__(self, sentences, beam_size=None, alpha=None):
+    def call(self, sentences, beam_size=None, alpha=None):
         translations = self.translate(sentences, beam_size=beam_size, alpha=alpha)
         if isinstance(translations, Translation):
             return translations.text
@@ -208,112 +177,78 @@ class Translator(keras.Model):
         single = isinstance(sentences, (str, bytes))
         strings = _to_bytes_list([sentences] if single else sentences)
         beam_size = self.beam_size if beam_size is None else beam_size
-        alpha = self.alpha if alpha is None else alpha
         _check_int("beam_size", beam_size, 1)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
-            raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+        alpha = _check_alpha(self.alpha if alpha is None else alpha)
+        if not strings:
+            return []
+        import tensorflow as tf
 
-        source_ids, truncated = self.encode_sources(strings)
-        outputs = [None] * len(strings)  # (tokens, score) per sentence
-        # Decode non-empty sentences in length order, `batch_size` at a time, so that a batch
-        # holds sentences of one bucket.
-        order = sorted(
-            (i for i, ids in enumerate(source_ids) if len(ids) > 2),
-            key=lambda i: len(source_ids[i]),
-        )
-        batches = []
-        for index in order:
-            bucket = bucket_length(len(source_ids[index]), self.bucket_boundaries)
-            if batches and batches[-1][0] == bucket and len(batches[-1][1]) < self.batch_size:
-                batches[-1][1].append(index)
-            else:
-                batches.append((bucket, [index]))
-        for bucket, indices in batches:
-            padded_rows = padded_batch_size(len(indices))
-            encoder_inputs = np.zeros((padded_rows, bucket), "int32")
-            for row in range(padded_rows):
-                # Padding rows repeat the last sentence: they finish with it, so they never
-                # keep the search running longer than the real rows.
-                ids = source_ids[indices[min(row, len(indices) - 1)]]
-                encoder_inputs[row, : len(ids)] = ids
-            sequences, scores = self._search(encoder_inputs, beam_size, alpha)
+        features = self.preprocessor.generate_preprocess(strings)
+        source = features["encoder_inputs"]  # (batch, None)
+        lengths = source.row_lengths().numpy()
+        nonempty = {index: lengths[index] for index in np.flatnonzero(~features["empty"].numpy())}
+        outputs = {}  # index -> (tokens, score, text)
+        targets = self.preprocessor._targets
+        for bucket, indices in bucket_batches(nonempty, self.bucket_boundaries, self.batch_size):
+            rows = self.preprocessor.pad_batch(tf.gather(source, indices), bucket).numpy()
+            sequences, scores = self._search(rows, beam_size, alpha)
+            texts = self.preprocessor.generate_postprocess(sequences[: len(indices)]).numpy()
             for row, index in enumerate(indices):
-                outputs[index] = (_trim(sequences[row], self._end_id, self._pad_id), scores[row])
-
-        texts = self._detokenize([tokens for tokens, _ in filter(None, outputs)])
-        texts = iter(texts)
-        translations = []
-        for index in range(len(strings)):
-            tokens, score = outputs[index] if outputs[index] is not None else ([], 0.0)
+                tokens = _trim(sequences[row], targets.end_id, targets.pad_id)
+                outputs[index] = (tokens, scores[row], texts[row].decode("utf-8", "replace"))
+        truncated, translations = features["truncated"].numpy(), []
+        for index, ids in enumerate(source.to_list()):
+            tokens, score, text = outputs.get(index, ([], 0.0, ""))
             translations.append(
                 Translation(
-                    text=next(texts) if outputs[index] is not None else "",
+                    text=text,
                     score=float(score),
                     tokens=tokens,
                     truncated=bool(truncated[index]),
-                    source_tokens=_id_tokens(self.tokenizer, source_ids[index]),
-                    target_tokens=_id_tokens(self._target_tokenizer, tokens),
+                    source_tokens=[self.tokenizer.id_to_token(i) for i in ids],
+                    target_tokens=[targets.id_to_token(i) for i in tokens],
                 )
             )
             if return_attention:
-                translations[-1].attention = self._attention(source_ids[index], tokens)
+                translations[-1].attention = _attention(self.model, targets.start_id, ids, tokens)
         return translations[0] if single else translations
 
     def encode_sources(self, sentences):
         """Encoder ids `[START] pieces [END]` of each sentence, truncated to `max_source_length`.
 
-        A sentence without any token gives `[START] [END]`.
-
-        Args:
-            sentences: list of `str` or `bytes`.
-
         Returns:
-            `(ids, truncated)`: a list of int32 NumPy arrays, and a bool NumPy array telling
-            which sentences were truncated.
+            `(ids, truncated)`: a list of int32 NumPy arrays, and a bool NumPy array.
         """
         strings = _to_bytes_list(sentences)
         if not strings:
             return [], np.zeros((0,), bool)
-        pieces = self.tokenizer.tokenize(strings)  # tf.RaggedTensor (batch, None)
-        values = pieces.flat_values.numpy().astype("int32")
-        splits = pieces.row_splits.numpy()
-        keep = self.max_source_length - 2
-        start = np.array([self.tokenizer.start_id], "int32")
-        end = np.array([self.tokenizer.end_id], "int32")
-        ids, truncated = [], []
-        for row in range(len(strings)):
-            row_pieces = values[splits[row] : splits[row + 1]]
-            truncated.append(len(row_pieces) > keep)
-            ids.append(np.concatenate([start, row_pieces[:keep], end]))
-        return ids, np.array(truncated, bool)
+        ids, truncated = self.preprocessor.encode_source(strings)
+        return [np.array(row, "int32") for row in ids.to_list()], truncated.numpy()
 
     @property
     def generator(self):
         """The `keras_transformer.generation.Generator` running the compiled searches."""
-        if self._generator is None:
-            self._generator = Generator(
-                self.model,
-                start_id=self._target_tokenizer.start_id,
-                end_id=self._end_id,
-                pad_id=self._pad_id,
-                extra_length=self.extra_length,
-                jit_compile=self.jit_compile,
-            )
+        if self._generator is None:  # Built on first use: a loaded vocabulary comes late.
+            self._generator = self.make_generator(self.jit_compile)
         return self._generator
 
+    def make_generator(self, jit_compile):
+        """A new `Generator` for this translator's model and target tokens.
+
+        Args:
+            jit_compile: bool. Compile the searches (see `Generator`).
+        """
+        targets = self.preprocessor._targets
+        return Generator(
+            self.model,
+            start_id=targets.start_id,
+            end_id=targets.end_id,
+            pad_id=targets.pad_id,
+            extra_length=self.extra_length,
+            jit_compile=jit_compile,
+        )
+
     # === Helpers ===
-    @property
-    def _target_tokenizer(self):
-        return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
-
-    @property
-    def _end_id(self):
-        return self._target_tokenizer.end_id
-
-    @property
-    def _pad_id(self):
-        return self._target_tokenizer.pad_id
-
     def _search(self, encoder_inputs, beam_size, alpha):
         with _no_grad():
             if beam_size == 1:
@@ -322,30 +257,6 @@ class Translator(keras.Model):
                 encoder_inputs, search="beam", beam_size=beam_size, alpha=alpha
             )
         return sequences[:, 0], scores[:, 0]
-
-    def _detokenize(self, token_lists):
-        if not token_lists:
-            return []
-        width = max(1, max(len(tokens) for tokens in token_lists))
-        ids = np.full((len(token_lists), width), self._pad_id, "int32")
-        for row, tokens in enumerate(token_lists):
-            ids[row, : len(tokens)] = tokens
-        texts = self._target_tokenizer.detokenize(ids).numpy()
-        return [text.decode("utf-8", errors="replace") for text in texts]
-
-    def _attention(self, source_ids, tokens):
-        if not tokens:
-            return None
-        from keras import ops
-
-        decoder_inputs = np.array([[self._target_tokenizer.start_id, *tokens[:-1]]], "int32")
-        with _no_grad():
-            encoder_outputs, padding_mask = self.model.encode(source_ids[None], training=False)
-            _, scores = self.model.decode(
-                decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
-            )
-        # (layers, heads, target, source)
-        return np.stack([ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
 
     # === Saving ===
     @classmethod
@@ -475,6 +386,12 @@ def _check_int(name, value, minimum):
         raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
 
 
+def _check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    return alpha
+
+
 def _to_bytes_list(sentences):
     """A list of UTF-8 `bytes` (lone surrogates kept as invalid bytes, later U+FFFD)."""
     if isinstance(sentences, np.ndarray):
@@ -507,8 +424,19 @@ def _trim(sequence, end_id, pad_id):
     return tokens
 
 
-def _id_tokens(tokenizer, ids):
-    return [tokenizer.id_to_token(token) for token in ids]
+def _attention(model, start_id, source_ids, tokens):
+    """Cross-attention `(layers, heads, len(tokens), len(source_ids))` of one translation."""
+    if not tokens:
+        return None
+    decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
+    with _no_grad():
+        encoder_outputs, padding_mask = model.encode(
+            np.array([source_ids], "int32"), training=False
+        )
+        _, scores = model.decode(
+            decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
+        )
+    return np.stack([keras.ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
 
 
 def _no_grad():

@@ -22,12 +22,10 @@ import dataclasses
 import logging
 import math
 
-logger = logging.getLogger("keras_transformer")
+from keras_transformer.data.buckets import check_bucket_boundaries
+from keras_transformer.text.preprocessor import source_ids, target_ids
 
-# Padded lengths are multiples of this (tensor-core friendly), except `max_length` itself.
-LENGTH_MULTIPLE = 8
-# Each bucket is about this much longer than the previous one (bounds padding waste to ~30%).
-BUCKET_GROWTH = 1.3
+logger = logging.getLogger("keras_transformer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,32 +81,11 @@ class PipelineResult:
         return 1.0 - sum(self.num_tokens) / padded
 
 
-def default_bucket_boundaries(max_length):
-    """Padded lengths `8, 16, 24, 32, 48, 64, 88, ...` (each ~1.3x the last) up to `max_length`.
-
-    Example:
-
-    >>> default_bucket_boundaries(128)
-    (8, 16, 24, 32, 48, 64, 88, 128)
-    """
-    if not isinstance(max_length, int) or max_length < 2:
-        raise ValueError(f"`max_length` must be an int >= 2. Received: max_length={max_length}")
-    lengths = []
-    length = LENGTH_MULTIPLE
-    while length < max_length:
-        lengths.append(length)
-        grown = math.ceil(length * BUCKET_GROWTH / LENGTH_MULTIPLE) * LENGTH_MULTIPLE
-        length = max(length + LENGTH_MULTIPLE, grown)
-    # A last bucket barely longer than the previous one is not worth its own shape.
-    if lengths and max_length < lengths[-1] * 1.1:
-        lengths.pop()
-    return tuple(lengths) + (max_length,)
-
-
 def encode_source(tokenizer, strings):
-    """Tokenizes source strings into encoder inputs: `[START] ids [END]`.
+    """Tokenizes source strings into encoder inputs: `[START] ids [END]`, not truncated.
 
-    Works eagerly and inside `tf.function` (the SavedModel export uses it).
+    `keras_transformer.text.TranslationPreprocessor.encode_source` (which can also truncate)
+    with `tokenizer`'s special tokens. Works eagerly and inside `tf.function`.
 
     Args:
         tokenizer: `keras_transformer.text.Tokenizer`.
@@ -117,13 +94,7 @@ def encode_source(tokenizer, strings):
     Returns:
         `tf.RaggedTensor` int32 of shape `(batch, None)`.
     """
-    import tensorflow as tf
-
-    ids = tokenizer.tokenize(strings)  # (batch, None)
-    batch = ids.nrows()
-    start = tf.fill([batch, 1], tf.constant(tokenizer.start_id, tf.int32))
-    end = tf.fill([batch, 1], tf.constant(tokenizer.end_id, tf.int32))
-    return tf.concat([start, ids, end], axis=1)
+    return source_ids(tokenizer.tokenize(strings), tokenizer.start_id, tokenizer.end_id)[0]
 
 
 def encode_target(tokenizer, strings):
@@ -136,13 +107,7 @@ def encode_target(tokenizer, strings):
     Returns:
         Two `tf.RaggedTensor`s int32 of shape `(batch, None)`, row lengths equal.
     """
-    import tensorflow as tf
-
-    ids = tokenizer.tokenize(strings)  # (batch, None)
-    batch = ids.nrows()
-    start = tf.fill([batch, 1], tf.constant(tokenizer.start_id, tf.int32))
-    end = tf.fill([batch, 1], tf.constant(tokenizer.end_id, tf.int32))
-    return tf.concat([start, ids], axis=1), tf.concat([ids, end], axis=1)
+    return target_ids(tokenizer.tokenize(strings), tokenizer.start_id, tokenizer.end_id)
 
 
 def make_dataset(
@@ -215,7 +180,7 @@ def make_dataset(
             f"({max_length}), so that the longest pair fits in a batch. "
             f"Received: tokens_per_batch={tokens_per_batch}"
         )
-    boundaries = _check_boundaries(bucket_boundaries, max_length)
+    boundaries = check_bucket_boundaries(bucket_boundaries, max_length)
     pairs = list(pairs)
     if not pairs:
         raise ValueError("`pairs` is empty. Received: pairs=[]")
@@ -230,17 +195,19 @@ def make_dataset(
                 "Pre-tokenized pairs (tokenizer=None) need `start_id` and `end_id`. "
                 f"Received: start_id={start_id}, end_id={end_id}"
             )
-        source_ids = [np.asarray(ids, dtype="int32").reshape(-1) for ids in sources]
-        target_ids = [np.asarray(ids, dtype="int32").reshape(-1) for ids in targets]
+        source_pieces = _ragged([np.asarray(ids, "int32").reshape(-1) for ids in sources])
+        target_pieces = _ragged([np.asarray(ids, "int32").reshape(-1) for ids in targets])
     else:
         target_tokenizer = target_tokenizer or tokenizer
         start_id = tokenizer.start_id if start_id is None else start_id
         end_id = tokenizer.end_id if end_id is None else end_id
-        source_ids = _tokenize(tokenizer, sources, tokenize_batch_size)
-        target_ids = _tokenize(target_tokenizer, targets, tokenize_batch_size)
+        source_pieces = _tokenize(tokenizer, sources, tokenize_batch_size)
+        target_pieces = _tokenize(target_tokenizer, targets, tokenize_batch_size)
 
-    source_lengths = np.array([len(ids) for ids in source_ids]) + 2  # [START] ... [END]
-    target_lengths = np.array([len(ids) for ids in target_ids]) + 1  # [START] ... / ... [END]
+    encoder_inputs, _ = source_ids(source_pieces, start_id, end_id)  # [START] ... [END]
+    decoder_inputs, decoder_targets = target_ids(target_pieces, start_id, end_id)
+    source_lengths = encoder_inputs.row_lengths().numpy()
+    target_lengths = decoder_inputs.row_lengths().numpy()
     lengths = np.maximum(source_lengths, target_lengths)
     keep = lengths <= max_length
     num_dropped = int((~keep).sum())
@@ -257,12 +224,9 @@ def make_dataset(
         raise ValueError(
             f"Every pair is longer than `max_length`. Received: max_length={max_length}"
         )
-
-    start = np.array([start_id], "int32")
-    end = np.array([end_id], "int32")
-    encoder_inputs = [np.concatenate([start, source_ids[i], end]) for i in kept]
-    decoder_inputs = [np.concatenate([start, target_ids[i]]) for i in kept]
-    decoder_targets = [np.concatenate([target_ids[i], end]) for i in kept]
+    encoder_inputs, decoder_inputs, decoder_targets = (
+        tf.gather(ids, kept) for ids in (encoder_inputs, decoder_inputs, decoder_targets)
+    )
     kept_lengths = lengths[kept]
 
     batch_sizes = tuple(max(1, tokens_per_batch // length) for length in boundaries)
@@ -276,16 +240,8 @@ def make_dataset(
         int(target_lengths[kept].sum()),
     )
 
-    def ragged(rows):
-        return tf.RaggedTensor.from_row_lengths(
-            np.concatenate(rows), [len(row) for row in rows], validate=False
-        )
-
     dataset = tf.data.Dataset.from_tensor_slices(
-        (
-            {"encoder_inputs": ragged(encoder_inputs), "decoder_inputs": ragged(decoder_inputs)},
-            ragged(decoder_targets),
-        )
+        ({"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs}, decoder_targets)
     )
     # Slices of a ragged tensor are ragged-rank-0 "ragged" tensors: make them plain tensors.
     dataset = dataset.map(_to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -340,34 +296,23 @@ def make_dataset(
     return result
 
 
-def _check_boundaries(bucket_boundaries, max_length):
-    if bucket_boundaries is None:
-        return default_bucket_boundaries(max_length)
-    boundaries = [int(length) for length in bucket_boundaries]
-    if (
-        not boundaries
-        or boundaries[0] < 1
-        or any(b <= a for a, b in zip(boundaries, boundaries[1:], strict=False))
-    ):
-        raise ValueError(
-            "`bucket_boundaries` must be a non-empty, strictly increasing sequence of positive "
-            f"padded lengths. Received: bucket_boundaries={bucket_boundaries}"
-        )
-    boundaries = [length for length in boundaries if length < max_length] + [max_length]
-    return tuple(boundaries)
-
-
 def _tokenize(tokenizer, strings, batch_size):
-    """Tokenizes a list of str in chunks; returns a list of int32 NumPy arrays."""
-    import numpy as np
+    """Tokenizes a list of str in chunks; returns an int32 `tf.RaggedTensor` `(batch, None)`."""
+    import tensorflow as tf
 
-    ids = []
-    for index in range(0, len(strings), batch_size):
-        batch = tokenizer.tokenize(list(strings[index : index + batch_size]))
-        values = batch.flat_values.numpy().astype("int32")
-        splits = batch.row_splits.numpy()
-        ids.extend(np.split(values, splits[1:-1]))
-    return ids
+    chunks = [
+        tokenizer.tokenize(list(strings[index : index + batch_size]))
+        for index in range(0, len(strings), batch_size)
+    ]
+    return tf.cast(tf.concat(chunks, axis=0), tf.int32)
+
+
+def _ragged(rows):
+    import numpy as np
+    import tensorflow as tf
+
+    values = np.concatenate(rows) if rows else np.zeros((0,), "int32")
+    return tf.RaggedTensor.from_row_lengths(values, [len(row) for row in rows], validate=False)
 
 
 def _to_dense(inputs, targets):

@@ -5,6 +5,7 @@ lazily, when a tokenizer is trained or first used.
 """
 
 from keras_transformer.text.normalization import normalize, normalize_text
+from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import (
     END_TOKEN,
     PAD_TOKEN,
@@ -22,6 +23,7 @@ __all__ = [
     "START_TOKEN",
     "UNK_TOKEN",
     "Tokenizer",
+    "TranslationPreprocessor",
     "normalize",
     "normalize_text",
     "train_tokenizer",

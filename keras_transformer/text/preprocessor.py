@@ -1,0 +1,269 @@
+"""`TranslationPreprocessor`: the translation contract, strings to ids and ids to strings."""
+
+import keras
+
+from keras_transformer.data.buckets import bucket_length, check_bucket_boundaries, padded_batch_size
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TranslationPreprocessor(keras.layers.Layer):
+    """Turns `(source, target)` strings into `Transformer` inputs, and generated ids into text.
+
+    The one place the translation contract is written; the `Translator` runs it eagerly, its
+    SavedModel (`keras_transformer.export`) traces it, and `keras_transformer.data.make_dataset`
+    builds its training examples with it. Only TensorFlow ops, so it also maps over a
+    `tf.data.Dataset`.
+
+    - Encoder inputs are `[START] pieces [END]`; decoder inputs `[START] pieces` and targets
+      `pieces [END]` (teacher forcing).
+    - Truncation: a source of more than `max_source_length - 2` word pieces keeps its first
+      `max_source_length - 2` (then `[END]`); `truncated` tells which were cut. Training
+      targets keep at most `max_source_length - 1`.
+    - Empty input: a source without any token (`""`, only whitespace or invisible characters)
+      encodes as `[START] [END]` and is flagged `empty`; it translates to `""` without running
+      the model.
+    - Buckets: a batch is padded to the smallest of `bucket_boundaries` that holds its longest
+      sequence, and to a power-of-two number of rows by repeating its last row (a copy finishes
+      with that row, so it never makes a search run longer); see
+      `keras_transformer.data.buckets`.
+
+    Args:
+        tokenizer: `keras_transformer.text.Tokenizer` for the sources (and the targets, unless
+            `target_tokenizer` is given).
+        target_tokenizer: `Tokenizer` for the targets. Defaults to `None` (shared vocabulary).
+        max_source_length: int `>= 3`. Longest encoder input, `[START]` and `[END]` included.
+            Defaults to `128`.
+        bucket_boundaries: ascending list of int `>= 2`, the padded lengths; `max_source_length`
+            is always the last. Defaults to `None`:
+            `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
+        **kwargs: `keras.layers.Layer` arguments (`name`).
+
+    Call arguments:
+        sources: string `tf.Tensor` `(batch,)` or a list of str.
+        targets: string `tf.Tensor` `(batch,)` or a list of str.
+
+    Returns:
+        `({"encoder_inputs": int32 (batch, length), "decoder_inputs": int32 (batch, length)},
+        targets int32 (batch, length))`, 0-padded to one bucket length: what `fit` takes.
+
+    Example:
+
+    >>> from keras_transformer.text import train_tokenizer
+    >>> tokenizer = train_tokenizer(["hola mundo", "hello world"], vocabulary_size=64)
+    >>> preprocessor = TranslationPreprocessor(tokenizer, max_source_length=8)
+    >>> inputs, targets = preprocessor(["hola mundo"], ["hello world"])
+    >>> tuple(targets.shape)
+    (1, 8)
+    >>> preprocessor.generate_preprocess(["hola mundo", ""])["empty"].numpy().tolist()
+    [False, True]
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        target_tokenizer=None,
+        max_source_length=128,
+        bucket_boundaries=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("tokenizer", tokenizer), ("target_tokenizer", target_tokenizer)):
+            if value is None and name == "target_tokenizer":
+                continue
+            if not all(hasattr(value, attr) for attr in ("tokenize", "detokenize")):
+                raise ValueError(
+                    f"`{name}` must be a `keras_transformer.text.Tokenizer`. "
+                    f"Received: {name}={value!r}"
+                )
+        if (
+            isinstance(max_source_length, bool)
+            or not isinstance(max_source_length, int)
+            or max_source_length < 3
+        ):
+            raise ValueError(
+                "`max_source_length` must be an int >= 3. "
+                f"Received: max_source_length={max_source_length!r}"
+            )
+        self.tokenizer = tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_source_length = max_source_length
+        self.bucket_boundaries = check_bucket_boundaries(bucket_boundaries, max_source_length)
+        # Strings in, ids out: Keras must not convert the inputs to backend tensors.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    def call(self, sources, targets):
+        encoder_inputs, _ = self.encode_source(sources)
+        decoder_inputs, labels = self.encode_target(targets)
+        tf = _tf()
+        longest = tf.maximum(encoder_inputs.bounding_shape(1), decoder_inputs.bounding_shape(1))
+        length = tf.gather(self.bucket_boundaries, self.bucket_index(longest))
+        inputs = {
+            "encoder_inputs": _pad(encoder_inputs, length, self.tokenizer.pad_id),
+            "decoder_inputs": _pad(decoder_inputs, length, self._targets.pad_id),
+        }
+        return inputs, _pad(labels, length, self._targets.pad_id)
+
+    def encode_source(self, sources, truncate=True):
+        """`[START] pieces [END]` of each source, and which were truncated.
+
+        Args:
+            sources: string `tf.Tensor` `(batch,)` or a list of str.
+            truncate: bool. Keep at most `max_source_length - 2` pieces. Defaults to `True`.
+
+        Returns:
+            `(ids, truncated)`: int32 `tf.RaggedTensor` `(batch, None)` and bool `(batch,)`.
+        """
+        tokenizer = self.tokenizer
+        max_length = self.max_source_length if truncate else None
+        pieces = tokenizer.tokenize(sources)  # (batch, None)
+        return source_ids(pieces, tokenizer.start_id, tokenizer.end_id, max_length)
+
+    def encode_target(self, targets):
+        """`([START] pieces, pieces [END])` of each target (truncated as the sources).
+
+        Returns:
+            Two int32 `tf.RaggedTensor`s `(batch, None)`, row lengths equal.
+        """
+        tokenizer = self._targets
+        pieces = tokenizer.tokenize(targets)[:, : self.max_source_length - 1]
+        return target_ids(pieces, tokenizer.start_id, tokenizer.end_id)
+
+    def generate_preprocess(self, sources):
+        """Encoder inputs for generation, and the per-source flags.
+
+        Args:
+            sources: string `tf.Tensor` `(batch,)` or a list of str.
+
+        Returns:
+            A dict: `encoder_inputs`, int32 `tf.RaggedTensor` `(batch, None)` (truncated; pad
+            a batch of them with `pad_batch`); `truncated`, bool `(batch,)`; `empty`, bool
+            `(batch,)`, the sources without any token, which translate to `""`.
+        """
+        encoder_inputs, truncated = self.encode_source(sources)
+        empty = encoder_inputs.row_lengths() <= 2
+        return {"encoder_inputs": encoder_inputs, "truncated": truncated, "empty": empty}
+
+    def pad_batch(self, encoder_inputs, length=None):
+        """Pads ragged encoder inputs to `(padded_batch_size(batch), length)`.
+
+        Rows are added by repeating the last row (at least one row is needed).
+
+        Args:
+            encoder_inputs: int32 `tf.RaggedTensor` `(batch, None)`, `batch >= 1`.
+            length: int. The padded length, a bucket boundary. Defaults to `None`: the
+                bucket of the longest row (eager only; traced code passes each bucket).
+
+        Returns:
+            int32 `tf.Tensor` `(padded_batch_size(batch), length)`.
+        """
+        tf = _tf()
+        if length is None:
+            length = bucket_length(int(encoder_inputs.bounding_shape(1)), self.bucket_boundaries)
+        num_rows = encoder_inputs.nrows(out_type=tf.int32)
+        rows = tf.minimum(tf.range(padded_batch_size(num_rows)), num_rows - 1)
+        return _pad(tf.gather(encoder_inputs, rows), length, self.tokenizer.pad_id)
+
+    def bucket_index(self, length):
+        """Index in `bucket_boundaries` of the bucket that holds `length` (a scalar tensor).
+
+        The traced counterpart of `keras_transformer.data.buckets.bucket_length`, for
+        `tf.switch_case` over the buckets.
+        """
+        tf = _tf()
+        boundaries = tf.constant(self.bucket_boundaries, tf.int32)
+        return tf.searchsorted(boundaries, tf.cast(length, tf.int32)[None], side="left")[0]
+
+    def generate_postprocess(self, token_ids):
+        """Generated ids `(batch, length)` to UTF-8 strings `(batch,)`, up to `[END]`."""
+        return self._targets.detokenize(token_ids)
+
+    # === Helpers ===
+    @property
+    def _targets(self):
+        return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
+
+    def get_config(self):
+        serialize = keras.saving.serialize_keras_object
+        config = super().get_config()
+        config.update(
+            {
+                "tokenizer": serialize(self.tokenizer),
+                "target_tokenizer": (
+                    None if self.target_tokenizer is None else serialize(self.target_tokenizer)
+                ),
+                "max_source_length": self.max_source_length,
+                "bucket_boundaries": list(self.bucket_boundaries),
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("tokenizer", "target_tokenizer"):
+            if config.get(key) is not None:
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+
+def source_ids(pieces, start_id, end_id, max_length=None):
+    """`[START] pieces [END]`, keeping at most `max_length - 2` pieces.
+
+    Args:
+        pieces: int `tf.RaggedTensor` `(batch, None)`, the word pieces.
+        start_id: int.
+        end_id: int.
+        max_length: int, or `None` for no truncation. Defaults to `None`.
+
+    Returns:
+        `(ids, truncated)`: int32 `tf.RaggedTensor` `(batch, None)` and bool `(batch,)`.
+    """
+    tf = _tf()
+    pieces = tf.cast(pieces, tf.int32)
+    truncated = tf.zeros_like(pieces.row_lengths(), tf.bool)
+    if max_length is not None:
+        truncated = pieces.row_lengths() > max_length - 2
+        pieces = pieces[:, : max_length - 2]
+    start, end = _column(pieces, start_id), _column(pieces, end_id)
+    return tf.concat([start, pieces, end], axis=1), truncated
+
+
+def target_ids(pieces, start_id, end_id):
+    """`([START] pieces, pieces [END])`: decoder inputs and targets (teacher forcing).
+
+    Args:
+        pieces: int `tf.RaggedTensor` `(batch, None)`, the word pieces.
+        start_id: int.
+        end_id: int.
+
+    Returns:
+        Two int32 `tf.RaggedTensor`s `(batch, None)`, row lengths equal.
+    """
+    tf = _tf()
+    pieces = tf.cast(pieces, tf.int32)
+    return (
+        tf.concat([_column(pieces, start_id), pieces], axis=1),
+        tf.concat([pieces, _column(pieces, end_id)], axis=1),
+    )
+
+
+def _column(pieces, value):
+    tf = _tf()
+    return tf.fill([pieces.nrows(), 1], tf.constant(value, tf.int32))  # (batch, 1)
+
+
+def _pad(ids, length, pad_id):
+    """Ragged `(batch, None)` to dense `(batch, length)`, padded with `pad_id`."""
+    if not isinstance(length, int):  # A tensor: traced code's shape is then (None, None).
+        tf = _tf()
+        length = tf.stack([ids.nrows(), tf.cast(length, tf.int64)])
+        return ids.to_tensor(default_value=pad_id, shape=length)
+    return ids.to_tensor(default_value=pad_id, shape=[None, length])
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf

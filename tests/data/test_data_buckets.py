@@ -1,0 +1,36 @@
+"""Tests for `keras_transformer.data.buckets`: the bucket rules shared by training and inference."""
+
+import pytest
+
+from keras_transformer.data.buckets import (
+    bucket_batches,
+    check_bucket_boundaries,
+    padded_batch_size,
+)
+
+
+def test_check_bucket_boundaries_has_one_minimum():
+    # 2 is `[START] [END]`, the shortest sequence: accepted; anything shorter is not.
+    assert check_bucket_boundaries([2, 8, 64], 32) == (2, 8, 32)
+    assert check_bucket_boundaries(None, 128) == (8, 16, 24, 32, 48, 64, 88, 128)
+    for boundaries in ([1, 8], [0], [], [8, 8]):
+        with pytest.raises(ValueError, match="bucket_boundaries="):
+            check_bucket_boundaries(boundaries, 32)
+
+
+def test_bucket_batches_groups_by_bucket_in_length_order():
+    lengths = {0: 9, 1: 3, 2: 5, 3: 12, 4: 3, 6: 16}
+    batches = bucket_batches(lengths, (8, 16), batch_size=2)
+    assert batches == [(8, [1, 4]), (8, [2]), (16, [0, 3]), (16, [6])]
+    assert bucket_batches([4, 2], (8,), batch_size=4) == [(8, [1, 0])]
+    with pytest.raises(ValueError, match="length=17"):
+        bucket_batches([17], (8, 16), batch_size=4)
+
+
+def test_padded_batch_size_of_a_tensor_equals_that_of_an_int():
+    tf = pytest.importorskip("tensorflow")
+    traced = tf.function(padded_batch_size, autograph=False)
+    for size in (0, 1, 2, 3, 5, 32, 33):
+        expected = padded_batch_size(size)
+        assert int(padded_batch_size(tf.constant(size))) == expected
+        assert int(traced(tf.constant(size))) == expected
