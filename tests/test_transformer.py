@@ -161,8 +161,9 @@ def test_fit_and_predict_run_on_valid_ids_and_compiled_steps_skip_the_value_chec
     inputs = {"encoder_inputs": SOURCE, "decoder_inputs": TARGET}
     history = model.fit(inputs, np.roll(TARGET, -1, axis=1), epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    np.testing.assert_allclose(model.predict(inputs, verbose=0), call(model, SOURCE, TARGET),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        model.predict(inputs, verbose=0), call(model, SOURCE, TARGET), atol=1e-5
+    )
     source, target, match = bad_ids("vocabulary_size")
     bad = {"encoder_inputs": source, "decoder_inputs": target}
     backend = keras.backend.backend()
