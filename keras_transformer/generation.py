@@ -28,6 +28,7 @@ from keras_transformer import _backend
 # for the callers (and the API) that find them beside the `Generator`.
 from keras_transformer.data.buckets import bucket_length, padded_batch_size  # noqa: F401
 from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.layers.token_ids import check_token_ids
 
 SEARCHES = ("greedy", "beam", "uncached_greedy")
 
@@ -132,8 +133,9 @@ class Generator:
         jit_compile: bool. Compile (TensorFlow, JAX). `False` runs eagerly. Defaults to `True`.
 
     Call arguments:
-        encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding.
-            Pad lengths and batch sizes to a few values (`bucket_length`,
+        encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding, ids
+            below `model.vocab_size` (checked before compiling: a `ValueError` names the first
+            bad id). Pad lengths and batch sizes to a few values (`bucket_length`,
             `padded_batch_size`) to bound the number of compiled shapes.
         search: str. `"beam"`, `"greedy"` or `"uncached_greedy"` (see `generate`). Defaults to
             `"beam"`.
@@ -163,6 +165,8 @@ class Generator:
             raise ValueError(
                 f"`extra_length` must be an int >= 1. Received: extra_length={extra_length!r}"
             )
+        for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
+            check_token_ids(value, model.target_vocab_size, name)
         self.model = model
         self.start_id = int(start_id)
         self.end_id = int(end_id)
@@ -179,6 +183,8 @@ class Generator:
                 "`encoder_inputs` must have shape (batch, source_length). "
                 f"Received: encoder_inputs.shape={tuple(encoder_inputs.shape)}"
             )
+        # Here, eagerly: inside the compiled search the values cannot be checked.
+        check_token_ids(encoder_inputs, self.model.vocab_size, "encoder_inputs")
         if max_length is None:
             max_length = int(encoder_inputs.shape[1]) + self.extra_length
         function = self.function(search, max_length, beam_size, alpha)

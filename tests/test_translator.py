@@ -235,6 +235,21 @@ def test_generator_bad_arguments_are_named():
         generator(np.ones((3,), "int32"))
 
 
+def test_generator_rejects_out_of_range_ids_before_compiling():
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    with pytest.raises(ValueError, match="start_id=20, vocab_size=20"):
+        Generator(model, start_id=20, end_id=2)
+    with pytest.raises(ValueError, match="end_id=-1, vocab_size=20"):
+        Generator(model, start_id=1, end_id=-1)
+    generator = Generator(model, start_id=1, end_id=2)
+    # The compiled search would not check: JAX would decode from NaN embeddings.
+    with pytest.raises(ValueError, match=r"encoder_inputs\[1, 0\]=20, vocab_size=20"):
+        generator(np.array([[5, 6], [20, 0]], "int32"), search="greedy")
+    with pytest.raises(ValueError, match="encoder_inputs.dtype=float"):
+        generator(np.array([[5.0, 6.0]]), search="greedy")
+    assert generator.trace_count == 0
+
+
 # --------------------------------------------------------------------------- Translator
 
 

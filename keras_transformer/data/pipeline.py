@@ -23,6 +23,7 @@ import logging
 import math
 
 from keras_transformer.data.buckets import check_bucket_boundaries
+from keras_transformer.layers.token_ids import check_token_ids
 from keras_transformer.text.preprocessor import source_ids, target_ids
 
 logger = logging.getLogger("keras_transformer")
@@ -124,6 +125,8 @@ def make_dataset(
     start_id=None,
     end_id=None,
     tokenize_batch_size=8192,
+    vocab_size=None,
+    target_vocab_size=None,
 ):
     """Builds a bucketed, token-budgeted `tf.data.Dataset` from `(source, target)` pairs.
 
@@ -154,6 +157,12 @@ def make_dataset(
         start_id: int. `[START]` id for pre-tokenized pairs. Defaults to the tokenizer's.
         end_id: int. `[END]` id for pre-tokenized pairs. Defaults to the tokenizer's.
         tokenize_batch_size: int. Strings tokenized per TensorFlow call. Defaults to `8192`.
+        vocab_size: int. The model's source vocabulary size: every source id and the special
+            ids must be below it. Pre-tokenized ids are always checked to be non-negative
+            integers (floats are not truncated, negative ids not wrapped); a `ValueError`
+            names the first bad pair, position and id. Checked here, eagerly, because a
+            compiled `fit` does not check ids. Defaults to `None` (no upper bound).
+        target_vocab_size: int. The same bound for target ids. Defaults to `vocab_size`.
 
     Returns:
         A `PipelineResult`; its `dataset` yields
@@ -195,14 +204,20 @@ def make_dataset(
                 "Pre-tokenized pairs (tokenizer=None) need `start_id` and `end_id`. "
                 f"Received: start_id={start_id}, end_id={end_id}"
             )
-        source_pieces = _ragged([np.asarray(ids, "int32").reshape(-1) for ids in sources])
-        target_pieces = _ragged([np.asarray(ids, "int32").reshape(-1) for ids in targets])
+        source_rows = [np.asarray(ids).reshape(-1) for ids in sources]
+        target_rows = [np.asarray(ids).reshape(-1) for ids in targets]
     else:
         target_tokenizer = target_tokenizer or tokenizer
         start_id = tokenizer.start_id if start_id is None else start_id
         end_id = tokenizer.end_id if end_id is None else end_id
-        source_pieces = _tokenize(tokenizer, sources, tokenize_batch_size)
-        target_pieces = _tokenize(target_tokenizer, targets, tokenize_batch_size)
+        source_rows = _rows(_tokenize(tokenizer, sources, tokenize_batch_size))
+        target_rows = _rows(_tokenize(target_tokenizer, targets, tokenize_batch_size))
+    target_vocab_size = vocab_size if target_vocab_size is None else target_vocab_size
+    source_pieces = _ragged(_checked_ids(source_rows, vocab_size, "pairs[{}][0]"))
+    target_pieces = _ragged(_checked_ids(target_rows, target_vocab_size, "pairs[{}][1]"))
+    for size in (vocab_size, target_vocab_size):
+        check_token_ids(start_id, size or _INT32_LIMIT, "start_id")
+        check_token_ids(end_id, size or _INT32_LIMIT, "end_id")
 
     encoder_inputs, _ = source_ids(source_pieces, start_id, end_id)  # [START] ... [END]
     decoder_inputs, decoder_targets = target_ids(target_pieces, start_id, end_id)
@@ -307,12 +322,36 @@ def _tokenize(tokenizer, strings, batch_size):
     return tf.cast(tf.concat(chunks, axis=0), tf.int32)
 
 
+def _rows(ragged):
+    """An int32 `tf.RaggedTensor` `(batch, None)` as a list of NumPy arrays, one per row."""
+    import numpy as np
+
+    return np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
+
+
 def _ragged(rows):
     import numpy as np
     import tensorflow as tf
 
     values = np.concatenate(rows) if rows else np.zeros((0,), "int32")
     return tf.RaggedTensor.from_row_lengths(values, [len(row) for row in rows], validate=False)
+
+
+_INT32_LIMIT = 2**31  # ids above it would wrap in the cast to int32
+
+
+def _checked_ids(rows, vocab_size, name):
+    """Id sequences as int32 arrays, once every id is an integer in `[0, vocab_size)`."""
+    import numpy as np
+
+    limit = vocab_size or _INT32_LIMIT
+    flat = np.concatenate(rows) if rows else np.zeros(0, "int32")
+    if flat.size and not (flat.dtype.kind in "iu" and flat.min() >= 0 and flat.max() < limit):
+        # Rare: find the first offending sequence, for an error that names it.
+        for index, ids in enumerate(rows):
+            if ids.size:  # an empty list is a float64 array, and holds no bad id
+                check_token_ids(ids, limit, name.format(index))
+    return [ids.astype("int32") for ids in rows]
 
 
 def _to_dense(inputs, targets):

@@ -7,6 +7,7 @@ from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.masking import causal_mask, padding_mask
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.positional_embedding import PositionalEmbedding, sinusoidal_encoding
+from keras_transformer.layers.token_ids import check_token_ids
 
 __all__ = [
     "DecoderBlock",
@@ -16,6 +17,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEmbedding",
     "causal_mask",
+    "check_token_ids",
     "padding_mask",
     "sinusoidal_encoding",
 ]

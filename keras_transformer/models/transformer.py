@@ -9,6 +9,7 @@ from keras import ops
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_embedding import PositionalEmbedding
+from keras_transformer.layers.token_ids import check_token_ids
 
 # Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
 PRESETS = {
@@ -30,6 +31,17 @@ class Transformer(keras.Model):
 
     Decoding code uses the model through `encode`, `init_cache` and `decode_step`
     (cached, one token at a time) or `decode` (whole prefix).
+
+    Token ids must be integers in `[0, vocab_size)` (`[0, target_vocab_size)` for the
+    decoder). Calling the model, `encode` or `decode` on concrete inputs (NumPy arrays,
+    eager tensors) raises a `ValueError` naming the first bad id, its position and the
+    vocabulary size; float ids raise on every input, symbolic ones included. Inside compiled
+    functions the values are not checked (`model.fit`, `evaluate` and `predict` on
+    TensorFlow and JAX, `tf.function`, `jax.jit`, `torch.compile`), and an out-of-range id
+    gives whatever the backend's gather gives: NaN embeddings on JAX, the last row (clamped)
+    under XLA, an error from TensorFlow's CPU gather without XLA and from PyTorch (a device
+    assert on CUDA), while negative ids wrap to the end of the vocabulary. `decode_step` is
+    not checked: the searches feed it the ids they produce.
 
     Args:
         vocab_size: int. Source vocabulary size (the shared one when
@@ -210,6 +222,15 @@ class Transformer(keras.Model):
             raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
         return cls(vocab_size=vocab_size, **{**PRESETS[preset], **kwargs})
 
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # Before the functional graph casts the inputs to int32 (which truncates floats).
+        if isinstance(inputs, dict):
+            check_token_ids(inputs.get("encoder_inputs"), self.vocab_size, "encoder_inputs")
+            check_token_ids(
+                inputs.get("decoder_inputs"), self.target_vocab_size, "decoder_inputs"
+            )
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
     # === Steps used by decoding ===
     def encode(self, encoder_inputs, training=False):
         """Runs the encoder.
@@ -221,6 +242,7 @@ class Transformer(keras.Model):
         Returns:
             `(encoder_outputs (batch, source_length, d_model), padding_mask (batch, source_length))`.
         """
+        check_token_ids(encoder_inputs, self.vocab_size, "encoder_inputs")
         return _encoder_stack(
             self.source_embedding,
             self.encoder_blocks,
@@ -250,6 +272,7 @@ class Transformer(keras.Model):
         Returns:
             float32 logits `(batch, target_length, target_vocab_size)` [, scores].
         """
+        check_token_ids(decoder_inputs, self.target_vocab_size, "decoder_inputs")
         logits, _, scores = _decoder_stack(
             self.target_embedding,
             self.decoder_blocks,

@@ -278,6 +278,33 @@ def test_invalid_pairs(tokenizer):
         make_dataset([([3], [4])], None)
 
 
+@pytest.mark.parametrize(
+    "pairs, kwargs, match",
+    [
+        (
+            [([3, 4], [5]), ([6], [7, 20])],
+            {"vocab_size": 20},
+            r"pairs\[1\]\[1\]\[1\]=20, vocab_size=20",
+        ),
+        ([([3, -4], [5])], {}, r"pairs\[0\]\[0\]\[1\]=-4"),
+        ([([3.0, 4.0], [5])], {}, r"pairs\[0\]\[0\].dtype=float64"),
+        ([([3], [5])], {"vocab_size": 20, "target_vocab_size": 5}, r"pairs\[0\]\[1\]\[0\]=5"),
+        ([([3], [5])], {"vocab_size": 20, "end_id": 20}, "end_id=20, vocab_size=20"),
+    ],
+)
+def test_pretokenized_ids_are_checked(pairs, kwargs, match):
+    kwargs = {"start_id": 1, "end_id": 2, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        make_dataset(pairs, None, tokens_per_batch=16, max_length=8, **kwargs)
+
+
+def test_tokenized_ids_are_checked_against_the_model_vocabulary(pairs, tokenizer):
+    with pytest.raises(ValueError, match="vocab_size=10"):
+        make_dataset(pairs[:20], tokenizer, vocab_size=10)
+    fits = make_dataset(pairs[:20], tokenizer, vocab_size=tokenizer.vocabulary_size())
+    assert fits.num_examples == 20
+
+
 def test_model_fit_on_the_dataset_under_the_current_backend(result, tokenizer):
     vocabulary_size = tokenizer.vocabulary_size()
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")

@@ -121,3 +121,64 @@ def test_config_round_trip():
     clone = Transformer.from_config(model.get_config())
     assert clone.get_config() == model.get_config()
     assert clone.count_params() == model.count_params()
+
+
+def bad_ids(kind):
+    """`(source, target, match)`: one bad id (or dtype) in otherwise valid inputs."""
+    source, target = SOURCE.copy(), TARGET.copy()
+    if kind == "vocabulary_size":
+        source[1, 2] = VOCAB
+        return source, target, rf"encoder_inputs\[1, 2\]={VOCAB}, vocab_size={VOCAB}"
+    if kind == "negative":
+        target[0, 3] = -1
+        return source, target, rf"decoder_inputs\[0, 3\]=-1, vocab_size={VOCAB}"
+    return source.astype("float32"), target, "encoder_inputs.dtype=float32"
+
+
+@pytest.mark.parametrize("kind", ["vocabulary_size", "negative", "float"])
+def test_eager_calls_reject_bad_ids_naming_value_and_vocabulary(kind):
+    model = tiny()
+    source, target, match = bad_ids(kind)
+    with pytest.raises(ValueError, match=match):
+        call(model, source, target)
+    with pytest.raises(ValueError, match=match):  # backend tensors, not NumPy
+        call(model, keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(target))
+    with pytest.raises(ValueError, match=match):
+        encoded, mask = model.encode(source)
+        model.decode(target, encoded, mask)
+
+
+def test_id_check_leaves_valid_outputs_unchanged():
+    model = tiny()
+    inputs = {"encoder_inputs": SOURCE, "decoder_inputs": TARGET}
+    unchecked = to_numpy(super(Transformer, model).call(inputs, training=False))
+    np.testing.assert_array_equal(call(model, SOURCE, TARGET), unchecked)
+
+
+def test_fit_and_predict_run_on_valid_ids_and_compiled_steps_skip_the_value_check():
+    model = tiny()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=LabelSmoothedCrossentropy())
+    inputs = {"encoder_inputs": SOURCE, "decoder_inputs": TARGET}
+    history = model.fit(inputs, np.roll(TARGET, -1, axis=1), epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    np.testing.assert_allclose(
+        model.predict(inputs, verbose=0), call(model, SOURCE, TARGET), atol=1e-5
+    )
+    source, target, match = bad_ids("vocabulary_size")
+    bad = {"encoder_inputs": source, "decoder_inputs": target}
+    backend = keras.backend.backend()
+    if backend == "torch":  # Keras runs torch steps eagerly: checked.
+        with pytest.raises(ValueError, match=match):
+            model.predict(bad, verbose=0)
+        return
+    # Compiled, unchecked (as documented): TensorFlow's CPU gather raises without XLA; JAX's
+    # gather fills the embedding with NaN; XLA clamps the id to the last row.
+    if backend == "tensorflow" and not model.jit_compile:
+        import tensorflow as tf
+
+        with pytest.raises(tf.errors.InvalidArgumentError, match=rf"30 is not in \[0, {VOCAB}\)"):
+            model.predict(bad, verbose=0)
+        return
+    outputs = model.predict(bad, verbose=0)
+    assert np.isfinite(outputs[0]).all()
+    assert np.isnan(outputs[1]).all() == (backend == "jax")

@@ -1,0 +1,91 @@
+"""Validation of token ids where they enter the model: integer dtype, `0 <= id < vocab_size`.
+
+An embedding lookup does not check its indices the same way on every backend. Out of range
+ids give NaN embeddings on JAX, are clamped to the last row by XLA (TensorFlow with
+`jit_compile=True`), raise on TensorFlow's CPU gather and on PyTorch; negative ids wrap to the
+end of the vocabulary everywhere, and float ids are truncated by the cast to int32. So the
+entry points (`Transformer.__call__`, `encode`, `decode`, `Generator`, `make_dataset`) call
+`check_token_ids` first.
+
+The dtype is static, so it is checked on every tensor, symbolic ones included. The values are
+checked only where they are concrete: NumPy arrays and lists always; backend tensors in eager
+mode. Inside `tf.function`, `jax.jit` or `torch.compile`, and on Keras' symbolic tensors, the
+value check is skipped: it would need a host round trip per call, or cannot run at all.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def check_token_ids(ids, vocab_size, name="token_ids"):
+    """Raises a `ValueError` unless `ids` are integers in `[0, vocab_size)`.
+
+    The dtype is checked on every input; the values only on concrete ones (NumPy arrays, lists,
+    eager tensors). Inside a compiled function (`tf.function`, `jax.jit`, `torch.compile`) and
+    on symbolic `keras.KerasTensor`s the value check is a no-op.
+
+    Args:
+        ids: array-like or tensor of token ids, any shape. `None` is accepted and not checked.
+        vocab_size: int. Number of ids in the vocabulary.
+        name: str. Argument name used in the error message. Defaults to `"token_ids"`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> check_token_ids(np.array([[5, 0]]), vocab_size=6)
+    >>> check_token_ids(np.array([[5, 6]]), vocab_size=6, name="encoder_inputs")
+    Traceback (most recent call last):
+    ...
+    ValueError: `encoder_inputs` must hold token ids in [0, vocab_size); id 6 at position
+    (0, 1) is not. Received: encoder_inputs[0, 1]=6, vocab_size=6
+    """
+    if ids is None:
+        return
+    if not hasattr(ids, "dtype"):  # lists, tuples, scalars
+        ids = np.asarray(ids)
+    dtype = keras.backend.standardize_dtype(ids.dtype)
+    if "int" not in dtype:
+        raise ValueError(
+            f"`{name}` must hold integer token ids; floats would be truncated silently. Cast "
+            f"them to int32 first. Received: {name}.dtype={dtype}"
+        )
+    if not _is_concrete(ids) or 0 in tuple(ids.shape):
+        return
+    # A batch of ids is small (a few hundred KB at most): one copy to the host and two NumPy
+    # reductions cost less than dispatching backend ops.
+    values = np.asarray(ops.convert_to_numpy(ids))
+    if values.min() >= 0 and values.max() < vocab_size:
+        return
+    position = tuple(int(i) for i in np.argwhere((values < 0) | (values >= vocab_size))[0])
+    value = int(values[position])
+    where = ", ".join(str(i) for i in position)
+    at, element = (f" at position ({where})", f"{name}[{where}]") if position else ("", name)
+    raise ValueError(
+        f"`{name}` must hold token ids in [0, vocab_size); id {value}{at} is not. "
+        f"Received: {element}={value}, vocab_size={vocab_size}"
+    )
+
+
+def _is_concrete(x):
+    """Whether the values of `x` can be read now, without a trace or a graph."""
+    if isinstance(x, np.ndarray):
+        return True
+    if isinstance(x, keras.KerasTensor):
+        return False
+    # Tensors of the running backend; a tensor of another framework (a `tf.Tensor` fed to
+    # JAX or PyTorch) is eager by the time it reaches Python.
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly() and not isinstance(x, (tf.RaggedTensor, tf.SparseTensor))
+    if backend == "jax":
+        import jax
+
+        return not isinstance(x, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
+    return True
