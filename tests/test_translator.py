@@ -53,7 +53,7 @@ def train_copy_model(path=None):
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.0)
     )
-    model.fit(inputs, targets, batch_size=32, epochs=6, verbose=0)
+    model.fit(inputs, targets, batch_size=32, epochs=10, verbose=0)
     if path is not None:
         model.save(path)
     return model
