@@ -215,7 +215,7 @@ def make_dataset(
             f"({max_length}), so that the longest pair fits in a batch. "
             f"Received: tokens_per_batch={tokens_per_batch}"
         )
-    boundaries = _check_boundaries(bucket_boundaries, max_length)
+    boundaries = check_bucket_boundaries(bucket_boundaries, max_length)
     pairs = list(pairs)
     if not pairs:
         raise ValueError("`pairs` is empty. Received: pairs=[]")
@@ -340,7 +340,10 @@ def make_dataset(
     return result
 
 
-def _check_boundaries(bucket_boundaries, max_length):
+def check_bucket_boundaries(bucket_boundaries, max_length):
+    """The padded lengths of the buckets: `bucket_boundaries` checked, capped at `max_length`
+    (appended), or the default ones when `None`. Raises `ValueError` unless they are positive
+    and strictly increasing."""
     if bucket_boundaries is None:
         return default_bucket_boundaries(max_length)
     boundaries = [int(length) for length in bucket_boundaries]
