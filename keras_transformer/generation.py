@@ -20,6 +20,8 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 (padded) source length + `extra_length`.
 """
 
+import functools
+
 import keras
 from keras import ops
 
@@ -257,7 +259,13 @@ class Generator:
         if backend == "tensorflow":
             import tensorflow as tf
 
-            return tf.function(traced, jit_compile=self.jit_compile, autograph=False)
+            # One function per search length, each tracing once per input shape: by design.
+            # TensorFlow counts traces per Python code object, so these functions (all of
+            # `traced`) would add up to its "N out of the last N calls ... triggered
+            # tf.function retracing" warning; a `partial` gives each its own count.
+            return tf.function(
+                functools.partial(traced), jit_compile=self.jit_compile, autograph=False
+            )
         if backend == "jax":
             if not self.jit_compile:
                 return run
