@@ -499,7 +499,8 @@ class TrainingConfig:
                     f"ints. Received: data.bucket_boundaries={data.bucket_boundaries!r}"
                 ) from None
         _check_dataset_options(data)
-        arguments = {**MODEL_PRESETS.get(model.preset, {}), **model.overrides()}
+        # preset = "": the Transformer's defaults, which are the base model's.
+        arguments = {**MODEL_PRESETS[model.preset or "base"], **model.overrides()}
         try:
             validate_transformer_args(**arguments, prefix="model.")
         except ValueError as error:
