@@ -104,6 +104,16 @@ def test_an_empty_preset_is_checked_with_the_transformer_defaults():
     assert {name: parameters[name].default for name in PRESETS["base"]} == PRESETS["base"]
 
 
+def test_the_model_section_is_checked_by_the_transformers_own_checks():
+    # One rule: the config reports what the constructor would raise, with `model.` names.
+    from keras_transformer.models import Transformer
+
+    with pytest.raises(ValueError, match=re.escape("Received: d_model=30, num_heads=4")):
+        Transformer.from_preset("tiny", vocab_size=10, d_model=30)
+    with pytest.raises(ValueError, match=re.escape("Received: dropout='high'")):
+        Transformer.from_preset("tiny", vocab_size=10, dropout="high")
+
+
 def test_valid_model_and_data_settings_pass():
     config = TrainingConfig.from_dict(
         {
