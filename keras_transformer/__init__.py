@@ -5,15 +5,15 @@ Backend-agnostic (TensorFlow, JAX, PyTorch). The TensorFlow-only parts
 import TensorFlow lazily, so the package needs only keras and numpy.
 
 `import keras_transformer` itself loads no framework: the public names below load on first
-use (the first one loads them all, which registers every class for `keras.saving.load_model`).
-When Keras is already imported, `import keras_transformer` loads them at once, so that
-`import keras; import keras_transformer; keras.saving.load_model(path)` works.
+use. Still, `import keras_transformer` is all that `keras.saving.load_model(path)` needs, in
+either order with `import keras`: the submodules that register the package's Keras classes
+load when Keras is imported (at once if it already is, else right after `import keras`, by
+anyone), or at the first use of a public name, whichever comes first.
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from keras_transformer._lazy import lazy_attributes
+from keras_transformer._lazy import after_keras_import, lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -53,7 +53,11 @@ __all__ = [
     "transformer_adam",
 ]
 
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, load_all=True)
+# The submodules that register Keras serializables: every exported one, and the loss that
+# `keras_transformer.training` compiles models with under `tf.distribute`.
+_REGISTERING = (*sorted(set(_EXPORTS.values())), "training.distribution")
+
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, load_all=_REGISTERING)
 
 if TYPE_CHECKING:  # For static analysis and the API reference: the names above.
     from keras_transformer import layers, losses, metrics, models, optimizers, schedules
@@ -71,5 +75,4 @@ if TYPE_CHECKING:  # For static analysis and the API reference: the names above.
     from keras_transformer.schedules import WarmupSchedule
     from keras_transformer.translator import Translator
 
-if "keras" in sys.modules:
-    __getattr__("Transformer")
+after_keras_import(__name__, _REGISTERING)
