@@ -8,6 +8,7 @@ already loaded. What the kernels buy is measured in `docs/benchmarks.md`.
 """
 
 import contextlib
+import functools
 
 import keras
 
@@ -273,7 +274,11 @@ def compile_inference(function, variables, jit_compile, on_trace=None):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(traced, jit_compile=jit_compile, autograph=False)
+        # Callers make one function per input signature, each tracing once per shape, by
+        # design. TensorFlow counts traces per Python code object, so all of them (all of
+        # `traced`) would add up to its "N out of the last N calls ... triggered tf.function
+        # retracing" warning; a `partial` gives each function its own count.
+        return tf.function(functools.partial(traced), jit_compile=jit_compile, autograph=False)
     if backend == "jax":
         if not jit_compile:
             return function

@@ -14,11 +14,18 @@ line, flushing after each batch. Inputs longer than the model's maximum source l
 truncated (a note on standard error says which); a batch that fails prints empty lines and an
 error on standard error, and the exit status is then 1.
 
+A user error (a bad config file or setting, a malformed or missing data file, an unreadable
+model) ends with one line on standard error, `keras-transformer: error: ...`, and the exit
+status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
+feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL` is set.
+
 Each subcommand is a `_add_<name>_parser(subparsers)` function that registers its arguments and
 its handler `_<name>(args) -> exit status`; imports are lazy, so `--help` loads no framework.
 """
 
 import argparse
+import contextlib
+import importlib.util
 import os
 import sys
 
@@ -35,9 +42,85 @@ def main(argv=None):
     Returns:
         int, the exit status.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    return args.handler(args)
+    args = build_parser().parse_args(argv)
+    return run_handler(args.handler, args, debug=args.debug, verbose=args.framework_logs)
+
+
+def run_handler(handler, args, debug=False, verbose=False):
+    """Runs a subcommand's `handler(args)`; a user error becomes one line and the status 2.
+
+    Args:
+        handler: callable, `args -> exit status`.
+        args: the parsed `argparse.Namespace`.
+        debug: bool. Let user errors raise (with their traceback). Defaults to `False`.
+        verbose: bool. Keep TensorFlow's start-up logs. Defaults to `False`.
+
+    Returns:
+        int, the exit status.
+    """
+    if not verbose:
+        quiet_framework_logs()
+    try:
+        return handler(args)
+    except user_errors() as error:
+        if debug:
+            raise
+        _error(" ".join(str(error).split()) or type(error).__name__)
+        return 2
+
+
+def user_errors():
+    """The exception types that are the user's to fix: printed as one line, without traceback.
+
+    `ConfigError` (settings and config files), `TsvFormatError` (a malformed data file) and
+    `OSError` (a missing or unreadable file; its message names the file).
+    """
+    from keras_transformer.datasets.tsv import TsvFormatError
+    from keras_transformer.training.config import ConfigError
+
+    return (ConfigError, TsvFormatError, OSError)
+
+
+def quiet_framework_logs():
+    """Silences TensorFlow's start-up logs (CUDA probes, CPU feature banners, absl notices).
+
+    Sets `TF_CPP_MIN_LOG_LEVEL=3` unless it is set, and imports TensorFlow (when installed and
+    not yet imported) with the process's standard error pointing at `/dev/null`, since some
+    of its libraries log while loading, before any log level applies. Every subcommand
+    imports TensorFlow anyway (the tokenizers are tensorflow-text's). A user who sets
+    `TF_CPP_MIN_LOG_LEVEL` sees the logs that level lets through.
+    """
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is None:
+        return
+    with _stderr_to_devnull():
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            return  # Reported when a subcommand needs it, with the standard error back.
+    try:
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.ERROR)
+    except ImportError:
+        pass
+
+
+@contextlib.contextmanager
+def _stderr_to_devnull():
+    """Points file descriptor 2 (what C++ libraries write to) at `/dev/null` for a while."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def build_parser():
@@ -46,6 +129,7 @@ def build_parser():
         prog=PROGRAM,
         description='The Transformer of "Attention Is All You Need" for Keras 3.',
     )
+    add_common_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_translate_parser(subparsers)
     _add_export_parser(subparsers)
@@ -54,6 +138,28 @@ def build_parser():
 
     add_train_parser(subparsers)
     return parser
+
+
+def add_common_arguments(parser, verbose=True, default=False):
+    """Adds `--debug` (and `--verbose`) to `parser`.
+
+    Args:
+        parser: `argparse.ArgumentParser`.
+        verbose: bool. Also add `--verbose` (TensorFlow's start-up logs). Defaults to `True`.
+        default: the options' default; `argparse.SUPPRESS` on a subcommand's parser, so that
+            `--debug` works before and after the subcommand. Defaults to `False`.
+    """
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback of a user error"
+    )
+    if verbose:
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            dest="framework_logs",
+            default=default,
+            help="keep TensorFlow's start-up logs (CUDA probes, CPU feature banners)",
+        )
 
 
 # === translate ===
@@ -81,6 +187,7 @@ def _add_translate_parser(subparsers):
     )
     parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
+    add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=_translate)
 
 
@@ -212,6 +319,7 @@ def _add_export_parser(subparsers):
         action="store_false",
         help="do not compile the search with XLA",
     )
+    add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=_export)
 
 

@@ -268,7 +268,23 @@ class Translator(keras.Model):
 
         Returns:
             A `Translator`.
+
+        Raises:
+            FileNotFoundError: `path` is not a file.
+            ValueError: `path` is not a `.keras` archive (e.g. a truncated copy), or holds
+                something other than a Translator.
         """
+        import os
+        import zipfile
+
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No Translator .keras file at {str(path)!r}")
+        if not zipfile.is_zipfile(path):
+            # Keras would say "File not found" of a truncated archive.
+            raise ValueError(
+                f"`path` is not a valid .keras archive (a zip file); it may be truncated or "
+                f"still being written. Received: path={str(path)!r}"
+            )
         translator = keras.saving.load_model(path)
         if not isinstance(translator, cls):
             raise ValueError(

@@ -188,6 +188,34 @@ def test_a_second_call_with_the_same_shapes_does_not_retrace():
     assert generator.trace_count == 2
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's retracing warning")
+def test_one_trace_per_bucket_gives_no_retracing_warning():
+    # One compiled function per search length (source bucket) traces once each, by design:
+    # TensorFlow must not warn of "excessive retracing" (the BLEU callback's epoch logs did).
+    import logging
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    records = Records()
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(records)
+    try:
+        model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1, d_model=16)
+        generator = Generator(model, start_id=1, end_id=2, extra_length=1)
+        for length in range(1, 8):
+            generator(np.full((1, length), 5, "int32"), search="greedy")
+    finally:
+        logger.removeHandler(records)
+    assert generator.trace_count == 7
+    assert not [message for message in records.messages if "retracing" in message]
+
+
 @pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
 def test_weights_are_inputs_of_the_compiled_function_not_constants():
     keras.utils.set_random_seed(1)

@@ -23,8 +23,6 @@ import logging
 import math
 
 from keras_transformer.data.buckets import check_bucket_boundaries
-from keras_transformer.layers.token_ids import check_token_ids
-from keras_transformer.text.preprocessor import source_ids, target_ids
 
 logger = logging.getLogger("keras_transformer")
 
@@ -95,6 +93,8 @@ def encode_source(tokenizer, strings):
     Returns:
         `tf.RaggedTensor` int32 of shape `(batch, None)`.
     """
+    from keras_transformer.text.preprocessor import source_ids
+
     return source_ids(tokenizer.tokenize(strings), tokenizer.start_id, tokenizer.end_id)[0]
 
 
@@ -108,6 +108,8 @@ def encode_target(tokenizer, strings):
     Returns:
         Two `tf.RaggedTensor`s int32 of shape `(batch, None)`, row lengths equal.
     """
+    from keras_transformer.text.preprocessor import target_ids
+
     return target_ids(tokenizer.tokenize(strings), tokenizer.start_id, tokenizer.end_id)
 
 
@@ -180,6 +182,10 @@ def make_dataset(
     """
     import numpy as np
     import tensorflow as tf
+
+    # Keras layers: imported here so that `import keras_transformer.data` loads no framework.
+    from keras_transformer.layers.token_ids import check_token_ids
+    from keras_transformer.text.preprocessor import source_ids, target_ids
 
     if not isinstance(max_length, int) or max_length < 2:
         raise ValueError(f"`max_length` must be an int >= 2. Received: max_length={max_length}")
@@ -343,6 +349,8 @@ _INT32_LIMIT = 2**31  # ids above it would wrap in the cast to int32
 def _checked_ids(rows, vocab_size, name):
     """Id sequences as int32 arrays, once every id is an integer in `[0, vocab_size)`."""
     import numpy as np
+
+    from keras_transformer.layers.token_ids import check_token_ids
 
     limit = vocab_size or _INT32_LIMIT
     flat = np.concatenate(rows) if rows else np.zeros(0, "int32")

@@ -2,24 +2,10 @@
 
 import keras
 
+from keras_transformer.hyperparameters import validate_block_args
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-
-
-def validate_block_args(num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon):
-    """Shared argument checks of `EncoderBlock` and `DecoderBlock`."""
-    if not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
-    if not isinstance(ff_dim, int) or ff_dim < 1:
-        raise ValueError(f"`ff_dim` must be a positive int. Received: ff_dim={ff_dim}")
-    for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate}")
-    if layer_norm_epsilon <= 0:
-        raise ValueError(
-            f"`layer_norm_epsilon` must be > 0. Received: layer_norm_epsilon={layer_norm_epsilon}"
-        )
 
 
 class _ResidualBlock(keras.layers.Layer):

@@ -6,17 +6,11 @@ import os
 import keras
 from keras import ops
 
+from keras_transformer.hyperparameters import PRESETS, validate_transformer_args
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_embedding import PositionalEmbedding
 from keras_transformer.layers.token_ids import check_token_ids
-
-# Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
-PRESETS = {
-    "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
-    "base": dict(num_layers=6, d_model=512, num_heads=8, ff_dim=2048, dropout=0.1),
-    "big": dict(num_layers=6, d_model=1024, num_heads=16, ff_dim=4096, dropout=0.3),
-}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -98,9 +92,21 @@ class Transformer(keras.Model):
     ):
         target_vocab_size = vocab_size if target_vocab_size is None else target_vocab_size
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
-        for arg, val in (("num_layers", num_layers), ("num_decoder_layers", num_decoder_layers)):
-            if not isinstance(val, int) or val < 1:
-                raise ValueError(f"`{arg}` must be a positive int. Received: {arg}={val}")
+        validate_transformer_args(
+            vocab_size=vocab_size,
+            target_vocab_size=target_vocab_size,
+            num_layers=num_layers,
+            num_decoder_layers=num_decoder_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            ff_dim=ff_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            norm_first=norm_first,
+            share_embeddings=share_embeddings,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
         _check_weight_memory(
             dtype=kwargs.get("dtype"),
             norm_first=norm_first,
@@ -113,16 +119,6 @@ class Transformer(keras.Model):
             num_heads=num_heads,
             ff_dim=ff_dim,
         )
-        if d_model % num_heads:
-            raise ValueError(
-                f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, "
-                f"num_heads={num_heads}"
-            )
-        if share_embeddings and target_vocab_size != vocab_size:
-            raise ValueError(
-                "`share_embeddings=True` needs one shared vocabulary. Received: "
-                f"vocab_size={vocab_size}, target_vocab_size={target_vocab_size}"
-            )
         dtype = kwargs.pop("dtype", None)
         block_args = dict(
             num_heads=num_heads,

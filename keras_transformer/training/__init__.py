@@ -9,36 +9,44 @@
 - `TensorBoardLogger`: TensorBoard scalars without the `tensorboard` package.
 - `setup_distribution`, `GlobalTokenMeanCrossentropy`, `enable_replica_jit`:
   `MirroredStrategy` (TensorFlow) and `DataParallel` (JAX, one or more processes).
+
+The names load on first use: importing the package (or the pure-Python `training.config`)
+loads no framework.
 """
 
-from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
-from keras_transformer.training.backup import ResumableBackupAndRestore
-from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
-from keras_transformer.training.checkpoints import (
-    PeriodicCheckpoint,
-    list_checkpoints,
-    save_weights_atomically,
-)
-from keras_transformer.training.config import (
-    DataConfig,
-    DistributionConfig,
-    EvaluationConfig,
-    ExportConfig,
-    ModelConfig,
-    OptimizerConfig,
-    TrainingConfig,
-    TrainingSection,
-    load_config,
-)
-from keras_transformer.training.distribution import (
-    DistributionContext,
-    GlobalTokenMeanCrossentropy,
-    enable_replica_jit,
-    setup_distribution,
-)
-from keras_transformer.training.tensorboard import TensorBoardLogger
-from keras_transformer.training.time_limit import TimeLimit
-from keras_transformer.training.trainer import TrainingResult, plan_fits, train
+from typing import TYPE_CHECKING
+
+from keras_transformer._lazy import lazy_attributes
+
+_EXPORTS = {
+    "average_checkpoints": "averaging",
+    "average_last_checkpoints": "averaging",
+    "ResumableBackupAndRestore": "backup",
+    "BleuCallback": "bleu",
+    "corpus_bleu": "bleu",
+    "exact_match": "bleu",
+    "PeriodicCheckpoint": "checkpoints",
+    "list_checkpoints": "checkpoints",
+    "save_weights_atomically": "checkpoints",
+    "DataConfig": "config",
+    "DistributionConfig": "config",
+    "EvaluationConfig": "config",
+    "ExportConfig": "config",
+    "ModelConfig": "config",
+    "OptimizerConfig": "config",
+    "TrainingConfig": "config",
+    "TrainingSection": "config",
+    "load_config": "config",
+    "DistributionContext": "distribution",
+    "GlobalTokenMeanCrossentropy": "distribution",
+    "enable_replica_jit": "distribution",
+    "setup_distribution": "distribution",
+    "TensorBoardLogger": "tensorboard",
+    "TimeLimit": "time_limit",
+    "TrainingResult": "trainer",
+    "plan_fits": "trainer",
+    "train": "trainer",
+}
 
 __all__ = [
     "BleuCallback",
@@ -69,3 +77,35 @@ __all__ = [
     "setup_distribution",
     "train",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # For static analysis and the API reference.
+    from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
+    from keras_transformer.training.backup import ResumableBackupAndRestore
+    from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
+    from keras_transformer.training.checkpoints import (
+        PeriodicCheckpoint,
+        list_checkpoints,
+        save_weights_atomically,
+    )
+    from keras_transformer.training.config import (
+        DataConfig,
+        DistributionConfig,
+        EvaluationConfig,
+        ExportConfig,
+        ModelConfig,
+        OptimizerConfig,
+        TrainingConfig,
+        TrainingSection,
+        load_config,
+    )
+    from keras_transformer.training.distribution import (
+        DistributionContext,
+        GlobalTokenMeanCrossentropy,
+        enable_replica_jit,
+        setup_distribution,
+    )
+    from keras_transformer.training.tensorboard import TensorBoardLogger
+    from keras_transformer.training.time_limit import TimeLimit
+    from keras_transformer.training.trainer import TrainingResult, plan_fits, train

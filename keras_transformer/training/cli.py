@@ -6,7 +6,6 @@ light (argparse only); the framework is imported when the command runs.
 
 import argparse
 import logging
-import sys
 
 
 def add_train_parser(subparsers):
@@ -29,6 +28,9 @@ def add_train_parser(subparsers):
         ),
     )
     add_train_arguments(parser)
+    from keras_transformer.cli import add_common_arguments
+
+    add_common_arguments(parser, verbose=False, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_train)
     return parser
 
@@ -94,7 +96,12 @@ def add_train_arguments(parser):
 
 def config_from_args(args):
     """The `TrainingConfig` of parsed `train` arguments (file, then options, then `--set`)."""
-    from keras_transformer.training.config import TrainingConfig, load_config, parse_value
+    from keras_transformer.training.config import (
+        ConfigError,
+        TrainingConfig,
+        load_config,
+        parse_value,
+    )
 
     overrides = {}
     for key, value in (
@@ -116,7 +123,7 @@ def config_from_args(args):
     for assignment in args.set:
         key, separator, value = assignment.partition("=")
         if not separator:
-            raise ValueError(f"`--set` takes SECTION.KEY=VALUE. Received: --set {assignment!r}")
+            raise ConfigError(f"`--set` takes SECTION.KEY=VALUE. Received: --set {assignment!r}")
         overrides[key.strip()] = parse_value(value.strip())
     if args.config:
         return load_config(args.config, overrides)
@@ -125,23 +132,57 @@ def config_from_args(args):
 
 
 def run_train(args):
-    """Handler of `train`: returns the exit status."""
-    try:
-        config = config_from_args(args)
-    except (ValueError, OSError) as error:
-        print(f"keras-transformer train: error: {error}", file=sys.stderr)
-        return 2
+    """Handler of `train`: returns the exit status.
+
+    An invalid config raises `ConfigError` (see `keras_transformer.cli.run_handler`).
+    """
+    config = config_from_args(args)
     if args.print_config:
         import json
 
         print(json.dumps(config.to_dict(), indent=2))
         return 0
+    check_before_training(config, args.config or "command line")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from keras_transformer.training.trainer import train
 
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     train(config, verbose=verbose)
     return 0
+
+
+def check_before_training(config, source):
+    """What `TrainingConfig.validate` leaves out, checked before the run starts.
+
+    The activation's name (Keras knows the names: this imports Keras, which the run imports
+    next anyway) and, for `dataset = "tsv"`, that `data.path` is a file.
+
+    Args:
+        config: `TrainingConfig`.
+        source: str. Where the config comes from (its file), named in the error.
+
+    Raises:
+        ConfigError: naming `source`, the setting and its value.
+    """
+    import os
+
+    from keras_transformer.training.config import ConfigError
+
+    data, activation = config.data, config.model.activation
+    if data.dataset == "tsv" and not os.path.isfile(data.path):
+        raise ConfigError(
+            f"{source}: `data.path` must be an existing TSV file. Received: data.path={data.path!r}"
+        )
+    if isinstance(activation, str):
+        import keras
+
+        try:
+            keras.activations.get(activation)
+        except ValueError:
+            raise ConfigError(
+                f"{source}: `model.activation` must name a Keras activation (e.g. 'relu', "
+                f"'gelu'). Received: model.activation={activation!r}"
+            ) from None
 
 
 def main(argv=None):
@@ -158,4 +199,8 @@ def main(argv=None):
         description="Trains a Transformer from a config file (see `keras-transformer train`).",
     )
     add_train_arguments(parser)
-    return run_train(parser.parse_args(argv))
+    from keras_transformer.cli import add_common_arguments, run_handler
+
+    add_common_arguments(parser, verbose=False)
+    args = parser.parse_args(argv)
+    return run_handler(run_train, args, debug=args.debug)

@@ -25,13 +25,33 @@ Pure Python: importing this module imports neither Keras nor TensorFlow.
 """
 
 import dataclasses
+import inspect
 import json
 import os
+import types
+
+from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
+from keras_transformer.hyperparameters import validate_transformer_args
 
 DATASETS = ("number_words", "sword_bible", "tsv")
-PRESETS = ("", "tiny", "base", "big")
+PRESETS = ("", *MODEL_PRESETS)
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
+# The keyword arguments of each dataset function that the trainer sets itself.
+DATASET_ARGUMENTS = {
+    "number_words": ("num_validation", "num_test"),
+    "sword_bible": ("num_validation", "num_test"),
+    "tsv": ("path",),
+}
+
+
+class ConfigError(ValueError):
+    """An invalid training setting or config file.
+
+    The message is one line naming the setting (`section.key`) and the received value, and
+    the file when the setting was read from one: the `keras-transformer` command prints it
+    as it is, without a traceback.
+    """
 
 
 @dataclasses.dataclass
@@ -331,19 +351,19 @@ class TrainingConfig:
             A `TrainingConfig`.
         """
         if not isinstance(values, dict):
-            raise ValueError(f"A config must be a table of sections. Received: {values!r}")
+            raise ConfigError(f"A config must be a table of sections. Received: {values!r}")
         values = dict(values)
         sections = {}
         for name, section_class in SECTIONS.items():
             section_values = values.pop(name, None) or {}
             if not isinstance(section_values, dict):
-                raise ValueError(
+                raise ConfigError(
                     f"`{name}` must be a table of settings. Received: {name}={section_values!r}"
                 )
             known = {field.name for field in dataclasses.fields(section_class)}
             unknown = sorted(set(section_values) - known)
             if unknown:
-                raise ValueError(
+                raise ConfigError(
                     f"Unknown setting(s) {unknown} in [{name}]; known: {sorted(known)}. "
                     f"Received: {name}={section_values!r}"
                 )
@@ -351,7 +371,7 @@ class TrainingConfig:
         known = {field.name for field in dataclasses.fields(cls)} - set(SECTIONS)
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"Unknown top-level setting(s) or section(s) {unknown}; known: "
                 f"{sorted(known | set(SECTIONS))}. Received: {unknown[0]}={values[unknown[0]]!r}"
             )
@@ -379,17 +399,24 @@ class TrainingConfig:
         return TrainingConfig.from_dict(values)
 
     def validate(self):
-        """Raises `ValueError` naming the first invalid setting."""
+        """Raises `ConfigError` (a `ValueError`) naming the first invalid setting.
+
+        Every setting is checked against its type first, then its value; `[model]` with the
+        checks of the `Transformer` constructor (preset values included) and
+        `data.options` against the dataset function's signature. Nothing is built and no
+        framework is imported: only a Keras activation name is left for Keras to check.
+        """
+        _check_types("", self)
         data, model, training = self.data, self.model, self.training
         evaluation, distribution = self.evaluation, self.distribution
         _check_choice("data.dataset", data.dataset, DATASETS)
         if data.dataset == "tsv" and not data.path:
-            raise ValueError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
+            raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
         _check_choice("model.preset", model.preset, PRESETS)
         _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
         _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
         if training.jit_compile not in (True, False, "auto"):
-            raise ValueError(
+            raise ConfigError(
                 "`training.jit_compile` must be true, false or 'auto'. "
                 f"Received: training.jit_compile={training.jit_compile!r}"
             )
@@ -417,7 +444,7 @@ class TrainingConfig:
             ("distribution.initialization_timeout", distribution.initialization_timeout, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
+                raise ConfigError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
         for name, value in (
             ("training.minutes", training.minutes),
             ("training.label_smoothing", training.label_smoothing),
@@ -426,30 +453,62 @@ class TrainingConfig:
             ("evaluation.alpha", evaluation.alpha),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+                raise ConfigError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
         if training.label_smoothing >= 1:
-            raise ValueError(
+            raise ConfigError(
                 "`training.label_smoothing` must be in [0, 1). "
                 f"Received: training.label_smoothing={training.label_smoothing}"
             )
         if distribution.process_id >= distribution.num_processes:
-            raise ValueError(
+            raise ConfigError(
                 "`distribution.process_id` must be < distribution.num_processes "
                 f"({distribution.num_processes}). Received: "
                 f"distribution.process_id={distribution.process_id}"
             )
         if distribution.num_processes > 1 and not distribution.coordinator_address:
-            raise ValueError(
+            raise ConfigError(
                 "`distribution.coordinator_address` ('host:port' of process 0) is required "
                 "with num_processes > 1. Received: distribution.coordinator_address=''"
             )
         if not isinstance(evaluation.samples, list) or not all(
             isinstance(sample, str) for sample in evaluation.samples
         ):
-            raise ValueError(
+            raise ConfigError(
                 "`evaluation.samples` must be a list of strings. "
                 f"Received: evaluation.samples={evaluation.samples!r}"
             )
+        optimizer = self.optimizer
+        for name, value in (("optimizer.beta_1", optimizer.beta_1), ("optimizer.beta_2", optimizer.beta_2)):
+            if not 0 <= value < 1:
+                raise ConfigError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
+        if optimizer.epsilon <= 0:
+            raise ConfigError(
+                f"`optimizer.epsilon` must be > 0. Received: optimizer.epsilon={optimizer.epsilon!r}"
+            )
+        if not all(isinstance(device, str) and device for device in distribution.devices):
+            raise ConfigError(
+                "`distribution.devices` must be a list of device names (e.g. ['/gpu:0']). "
+                f"Received: distribution.devices={distribution.devices!r}"
+            )
+        if data.bucket_boundaries:
+            from keras_transformer.data.buckets import check_bucket_boundaries
+
+            try:
+                if not all(_has_type(length, int) for length in data.bucket_boundaries):
+                    raise ValueError("not ints")
+                check_bucket_boundaries(data.bucket_boundaries, data.max_length)
+            except ValueError:
+                raise ConfigError(
+                    "`data.bucket_boundaries` must be a strictly increasing list of positive "
+                    f"ints. Received: data.bucket_boundaries={data.bucket_boundaries!r}"
+                ) from None
+        _check_dataset_options(data)
+        # preset = "": the Transformer's defaults, which are the base model's.
+        arguments = {**MODEL_PRESETS[model.preset or "base"], **model.overrides()}
+        try:
+            validate_transformer_args(**arguments, prefix="model.")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
 
 def load_config(path, overrides=None):
@@ -470,41 +529,55 @@ def load_config(path, overrides=None):
     'tiny'
     """
     path = os.fspath(path)
-    extension = os.path.splitext(path)[1].lower()
-    if extension == ".toml":
-        import tomllib
+    try:
+        values = _read_config_file(path)
+        for key, value in (overrides or {}).items():
+            set_dotted(values, key, value)
+        return TrainingConfig.from_dict(values)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
 
-        with open(path, "rb") as file:
-            values = tomllib.load(file)
-    elif extension in (".yaml", ".yml"):
+
+def _read_config_file(path):
+    """The nested dicts of a config file; `ConfigError` (one line) when it cannot be read."""
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in (".toml", ".yaml", ".yml", ".json"):
+        raise ConfigError(f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}")
+    if extension in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError:
             raise ImportError("YAML configs need PyYAML: pip install pyyaml") from None
-        with open(path, encoding="utf-8") as file:
-            values = yaml.safe_load(file) or {}
-    elif extension == ".json":
-        with open(path, encoding="utf-8") as file:
-            values = json.load(file)
+        syntax_errors = (yaml.YAMLError,)
     else:
-        raise ValueError(
-            "`path` must end in .toml, .yaml, .yml or .json. Received: "
-            f"path={path!r}"
-        )
-    for key, value in (overrides or {}).items():
-        set_dotted(values, key, value)
-    return TrainingConfig.from_dict(values)
+        import tomllib
+
+        syntax_errors = (tomllib.TOMLDecodeError, json.JSONDecodeError)
+    try:
+        with open(path, "rb") as file:
+            if extension == ".toml":
+                return tomllib.load(file)
+            text = file.read().decode("utf-8")
+            if extension == ".json":
+                return json.loads(text)
+            return yaml.safe_load(text) or {}
+    except OSError as error:
+        raise ConfigError(f"cannot read the config file: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"invalid UTF-8 at byte {error.start}") from None
+    except syntax_errors as error:
+        raise ConfigError(f"invalid {extension[1:].upper()}: {' '.join(str(error).split())}") from None
 
 
 def set_dotted(values, key, value):
     """Sets `values["section"]["field"] = value` for `key="section.field"` (in place)."""
     parts = key.split(".")
     if len(parts) > 2 or not all(parts):
-        raise ValueError(f"`key` must be 'field' or 'section.field'. Received: key={key!r}")
+        raise ConfigError(f"`key` must be 'field' or 'section.field'. Received: key={key!r}")
     if len(parts) == 2:
         section = values.setdefault(parts[0], {})
         if not isinstance(section, dict):
-            raise ValueError(f"`{parts[0]}` is not a section. Received: key={key!r}")
+            raise ConfigError(f"`{parts[0]}` is not a section. Received: key={key!r}")
         section[parts[1]] = value
     else:
         values[parts[0]] = value
@@ -526,6 +599,69 @@ def parse_value(text):
         return text
 
 
+def _check_types(prefix, instance):
+    """Checks every field of a config dataclass (sections recursively) against its annotation."""
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        name = prefix + field.name
+        if dataclasses.is_dataclass(field.type):
+            _check_types(name + ".", value)
+            continue
+        allowed = field.type.__args__ if isinstance(field.type, types.UnionType) else (field.type,)
+        if not any(_has_type(value, kind) for kind in allowed):
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in allowed)
+            raise ConfigError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+
+
+_TYPE_NAMES = {
+    int: "an int",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+    type(None): "unset",
+}
+
+
+def _has_type(value, kind):
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _check_dataset_options(data):
+    """`data.options` must be keyword arguments of the dataset function, of its defaults' types."""
+    from keras_transformer import datasets
+
+    function = {
+        "number_words": datasets.number_words,
+        "sword_bible": datasets.sword_bible,
+        "tsv": datasets.read_tsv,
+    }[data.dataset]
+    parameters = {
+        name: parameter
+        for name, parameter in inspect.signature(function).parameters.items()
+        if name not in DATASET_ARGUMENTS[data.dataset]
+    }
+    unknown = sorted(set(data.options) - set(parameters))
+    if unknown:
+        raise ConfigError(
+            f"Unknown `data.options` {unknown} for dataset {data.dataset!r}; known: "
+            f"{sorted(parameters)}. Received: data.options={data.options!r}"
+        )
+    for name, value in data.options.items():
+        default = parameters[name].default
+        kind = type(default)
+        if kind in _TYPE_NAMES and default is not None and not _has_type(value, kind):
+            raise ConfigError(
+                f"`data.options.{name}` must be {_TYPE_NAMES[kind]}. "
+                f"Received: data.options.{name}={value!r}"
+            )
+
+
 def _check_choice(name, value, choices):
     if value not in choices:
-        raise ValueError(f"`{name}` must be one of {list(choices)}. Received: {name}={value!r}")
+        raise ConfigError(f"`{name}` must be one of {list(choices)}. Received: {name}={value!r}")

@@ -3,6 +3,9 @@ loss, schedule and optimizer state, and it keeps training.
 
 Every public layer's reload is a check of the shared layer harness (`tests/test_case.py`)."""
 
+import importlib.util
+
+import keras
 import numpy as np
 import pytest
 
@@ -10,6 +13,8 @@ import keras_transformer as kt
 from tests.test_case import assert_no_build_warnings, run_in_fresh_process, to_numpy
 
 RNG = np.random.default_rng(0)
+IDS = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+X = RNG.normal(size=(2, 4, 16)).astype("float32")
 
 
 @pytest.mark.slow
@@ -59,3 +64,68 @@ def test_compiled_model_reloads_in_fresh_process(tmp_path):
     )
     assert "RELOADED OK" in stdout
     assert_no_build_warnings(stdout + stderr)
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory):
+    """A functional model around an `EncoderBlock` and a tiny `Transformer`, saved to `.keras`,
+    with their inputs and outputs."""
+    directory = tmp_path_factory.mktemp("saved_models")
+    x = keras.Input((None, 16))
+    encoder = keras.Model(x, kt.EncoderBlock(4, 32)(x))
+    transformer = kt.Transformer.from_preset("tiny", vocab_size=20, seed=1)
+    batch = {"encoder_inputs": IDS, "decoder_inputs": IDS[:, ::-1].copy()}
+    encoder.save(directory / "encoder.keras")
+    transformer.save(directory / "transformer.keras")
+    np.savez(directory / "expected.npz", encoder=to_numpy(encoder(X)), X=X,
+             transformer=to_numpy(transformer(batch)), **batch)
+    return directory
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import keras_transformer; import keras",
+        "import keras; import keras_transformer",
+        # TensorFlow imports Keras while it initializes.
+        pytest.param(
+            "import keras_transformer; import tensorflow",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("tensorflow") is None, reason="no TensorFlow"
+            ),
+        ),
+        # Keras is first imported inside the package's own `layers`: registering waits for it.
+        "from keras_transformer.layers import EncoderBlock",
+    ],
+)
+def test_importing_the_package_registers_its_classes_in_any_order(saved_models, imports, tmp_path):
+    # `import keras_transformer` loads no framework; the classes must still be registered when
+    # Keras is imported after it (by anyone), not only at the first use of a package name.
+    stdout, _ = run_in_fresh_process(
+        f"""
+        import sys, warnings
+        warnings.simplefilter("error", RuntimeWarning)
+        {imports}
+        import keras
+        import numpy as np
+        directory = {str(saved_models)!r}
+        expected = np.load(directory + "/expected.npz")
+        encoder = keras.saving.load_model(directory + "/encoder.keras")
+        transformer = keras.saving.load_model(directory + "/transformer.keras")
+        assert type(transformer).__name__ == "Transformer", type(transformer)
+        out = {{"encoder": encoder(expected["X"]), "transformer": transformer(
+            {{"encoder_inputs": expected["encoder_inputs"],
+              "decoder_inputs": expected["decoder_inputs"]}})}}
+        for name, value in out.items():
+            value = keras.ops.convert_to_numpy(value)
+            np.testing.assert_allclose(value, expected[name], atol=1e-6, err_msg=name)
+        for name in ("Translator", "Tokenizer", "WarmupSchedule", "GlobalTokenMeanCrossentropy"):
+            assert keras.saving.get_registered_object("keras_transformer>" + name), name
+        hook = sys.modules["keras_transformer._lazy"]._KerasImportHook
+        assert not any(isinstance(finder, hook) for finder in sys.meta_path)  # removed itself
+        print("LOADED OK")
+        """,
+        tmp_path,
+    )
+    assert "LOADED OK" in stdout

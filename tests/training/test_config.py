@@ -2,12 +2,19 @@
 
 import argparse
 import glob
+import inspect
 import os
+import re
 
 import pytest
 
 from keras_transformer.training.cli import add_train_arguments, config_from_args
-from keras_transformer.training.config import TrainingConfig, load_config, parse_value
+from keras_transformer.training.config import (
+    ConfigError,
+    TrainingConfig,
+    load_config,
+    parse_value,
+)
 from tests.training.training_helpers import REPO
 
 
@@ -58,11 +65,86 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"distribution": {"num_processes": 2, "process_id": 2, "coordinator_address": "a:1"}},
          "distribution.process_id=2"),
         ({"data": {"dataset": "tsv"}}, "data.path"),
+        # Every section is checked, types first: no TypeError from a comparison.
+        ({"model": {"dropout": "high"}}, "model.dropout='high'"),
+        ({"model": {"dropout": -0.1}}, "model.dropout=-0.1"),
+        ({"model": {"preset": "tiny", "d_model": 30}}, "model.d_model=30, model.num_heads=4"),
+        ({"model": {"preset": "", "num_heads": 5}}, "model.d_model=512, model.num_heads=5"),
+        ({"model": {"activation": 3}}, "model.activation=3"),
+        ({"model": {"norm_first": "yes"}}, "model.norm_first='yes'"),
+        ({"optimizer": {"beta_1": "x"}}, "optimizer.beta_1='x'"),
+        ({"optimizer": {"beta_2": 1.0}}, "optimizer.beta_2=1.0"),
+        ({"optimizer": {"epsilon": 0}}, "optimizer.epsilon=0"),
+        ({"distribution": {"devices": "gpu"}}, "distribution.devices='gpu'"),
+        ({"distribution": {"devices": [0]}}, "distribution.devices=[0]"),
+        ({"data": {"options": {"num_trains": 5}}}, "num_trains"),
+        ({"data": {"options": {"num_train": "5"}}}, "data.options.num_train='5'"),
+        ({"data": {"options": {"num_validation": 5}}}, "num_validation"),  # data.num_validation
+        ({"data": {"dataset": "tsv", "path": "a.tsv", "options": {"lenient": 1}}},
+         "data.options.lenient=1"),
+        ({"data": {"bucket_boundaries": [16, 8]}}, "data.bucket_boundaries=[16, 8]"),
+        ({"data": {"bucket_boundaries": [8.5]}}, "data.bucket_boundaries=[8.5]"),
+        ({"data": {"max_length": "32"}}, "data.max_length='32'"),
+        ({"training": {"jit_compile": "yes"}}, "training.jit_compile='yes'"),
+        ({"export": {"translator": 1}}, "export.translator=1"),
     ],
 )
 def test_invalid_settings_raise_naming_them(values, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+    with pytest.raises(ConfigError, match=re.escape(message)) as error_info:
         TrainingConfig.from_dict(values)
+    assert "\n" not in str(error_info.value)
+
+
+def test_an_empty_preset_is_checked_with_the_transformer_defaults():
+    # The config checks `preset = ""` with the base preset's sizes: they are the defaults.
+    from keras_transformer.hyperparameters import PRESETS
+    from keras_transformer.models import Transformer
+
+    parameters = inspect.signature(Transformer).parameters
+    assert {name: parameters[name].default for name in PRESETS["base"]} == PRESETS["base"]
+
+
+def test_the_model_section_is_checked_by_the_transformers_own_checks():
+    # One rule: the config reports what the constructor would raise, with `model.` names.
+    from keras_transformer.models import Transformer
+
+    with pytest.raises(ValueError, match=re.escape("Received: d_model=30, num_heads=4")):
+        Transformer.from_preset("tiny", vocab_size=10, d_model=30)
+    with pytest.raises(ValueError, match=re.escape("Received: dropout='high'")):
+        Transformer.from_preset("tiny", vocab_size=10, dropout="high")
+
+
+def test_valid_model_and_data_settings_pass():
+    config = TrainingConfig.from_dict(
+        {
+            "model": {"preset": "tiny", "d_model": 32, "num_heads": 8, "activation": "gelu"},
+            "data": {"options": {"num_train": 500, "max_number": 5000}, "bucket_boundaries": [8]},
+            "optimizer": {"beta_1": 0, "epsilon": 1e-8},
+            "distribution": {"devices": ["/cpu:0"]},
+        }
+    )
+    assert config.model.overrides()["d_model"] == 32
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("syntax.toml", b'[model\npreset = "tiny"\n', "invalid TOML: Expected ']'"),
+        ("syntax.yaml", b"model: [tiny\n", "invalid YAML: "),
+        ("syntax.json", b'{"model": }', "invalid JSON: Expecting value"),
+        ("latin1.toml", b'output_dir = "caf\xe9"\n', "invalid"),
+        ("value.toml", b'[model]\ndropout = "high"\n', "`model.dropout` must be a number"),
+        ("missing.toml", None, "cannot read the config file: No such file or directory"),
+    ],
+)
+def test_file_errors_name_the_file(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(message)) as error_info:
+        load_config(path)
+    text = str(error_info.value)
+    assert text.startswith(f"{path}: ") and "\n" not in text
 
 
 def test_shipped_configs_load():

@@ -1,0 +1,133 @@
+"""The Transformer's hyper-parameters: the presets and the checks of their values.
+
+Pure Python (imports no framework): `Transformer`, `EncoderBlock` and `DecoderBlock` run these
+checks in their constructors, and the training config runs the same ones on a config file's
+`[model]` section before anything is built.
+"""
+
+# Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
+PRESETS = {
+    "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
+    "base": dict(num_layers=6, d_model=512, num_heads=8, ff_dim=2048, dropout=0.1),
+    "big": dict(num_layers=6, d_model=1024, num_heads=16, ff_dim=4096, dropout=0.3),
+}
+
+
+def validate_block_args(
+    num_heads=None,
+    ff_dim=None,
+    dropout=None,
+    attention_dropout=None,
+    layer_norm_epsilon=None,
+    prefix="",
+):
+    """Argument checks of `EncoderBlock` and `DecoderBlock`; `None` is not checked.
+
+    Args:
+        num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon: the block's
+            arguments.
+        prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
+            to `""`.
+
+    Raises:
+        ValueError: naming the first invalid argument and its value.
+    """
+    for name, value in (("num_heads", num_heads), ("ff_dim", ff_dim)):
+        _check_int(prefix + name, value, minimum=1)
+    for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+        if rate is not None and (not _is_number(rate) or not 0.0 <= rate < 1.0):
+            _fail(prefix + name, rate, "a number in [0, 1)")
+    if layer_norm_epsilon is not None and (
+        not _is_number(layer_norm_epsilon) or layer_norm_epsilon <= 0
+    ):
+        _fail(prefix + "layer_norm_epsilon", layer_norm_epsilon, "a number > 0")
+
+
+def validate_transformer_args(
+    vocab_size=None,
+    target_vocab_size=None,
+    num_layers=None,
+    num_decoder_layers=None,
+    d_model=None,
+    num_heads=None,
+    ff_dim=None,
+    dropout=None,
+    attention_dropout=None,
+    activation=None,
+    norm_first=None,
+    share_embeddings=None,
+    layer_norm_epsilon=None,
+    prefix="",
+):
+    """Argument checks of `Transformer` (its blocks' included); `None` is not checked.
+
+    Whether Keras knows an activation's name is left to Keras (`keras.activations.get`),
+    which needs the framework; here it must be a non-empty string or a callable.
+
+    Args:
+        vocab_size, ..., layer_norm_epsilon: the `Transformer` arguments of that name.
+        prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
+            to `""`.
+
+    Raises:
+        ValueError: naming the first invalid argument and its value.
+
+    Example:
+
+    >>> validate_transformer_args(d_model=64, num_heads=4)
+    >>> validate_transformer_args(d_model=64, num_heads=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=64, num_heads=3
+    """
+    for name, value in (
+        ("vocab_size", vocab_size),
+        ("target_vocab_size", target_vocab_size),
+        ("num_layers", num_layers),
+        ("num_decoder_layers", num_decoder_layers),
+    ):
+        _check_int(prefix + name, value, minimum=1)
+    validate_block_args(
+        num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon, prefix=prefix
+    )
+    if d_model is not None and (not _is_int(d_model) or d_model < 2 or d_model % 2):
+        _fail(prefix + "d_model", d_model, "a positive even int (sin/cos pairs)")
+    if d_model is not None and num_heads is not None and d_model % num_heads:
+        raise ValueError(
+            f"`{prefix}d_model` must be divisible by `{prefix}num_heads`. Received: "
+            f"{prefix}d_model={d_model}, {prefix}num_heads={num_heads}"
+        )
+    if activation is not None and not (
+        callable(activation) or (isinstance(activation, str) and activation)
+    ):
+        _fail(prefix + "activation", activation, "an activation name or a callable")
+    for name, value in (("norm_first", norm_first), ("share_embeddings", share_embeddings)):
+        if value is not None and not isinstance(value, bool):
+            _fail(prefix + name, value, "true or false")
+    if (
+        share_embeddings
+        and vocab_size is not None
+        and target_vocab_size is not None
+        and target_vocab_size != vocab_size
+    ):
+        raise ValueError(
+            f"`{prefix}share_embeddings=True` needs one shared vocabulary. Received: "
+            f"{prefix}vocab_size={vocab_size}, {prefix}target_vocab_size={target_vocab_size}"
+        )
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_int(name, value, minimum):
+    if value is not None and (not _is_int(value) or value < minimum):
+        _fail(name, value, f"an int >= {minimum}")
+
+
+def _fail(name, value, expected):
+    raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
