@@ -20,7 +20,7 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.translator import Translator
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DecoderBlock",
