@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint demo bible docs notebooks clean
+.PHONY: install test test-fast lint demo bible docs notebooks dist-check clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,8 +43,13 @@ demo: $(VENV)/.installed
 bible: $(VENV)/.installed
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/bible.toml --minutes $${MINUTES:-60}
 
+# Builds the sdist and wheel into dist/, installs the wheel with [jax] and with [tensorflow]
+# into clean virtual environments and smoke-tests each outside the checkout.
+dist-check: $(VENV)/.installed
+	PY=$(BIN)/python bash .ci/check_dist.sh
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
 
 # Builds the site and fails on any warning. No `-q`: it drops warnings before `--strict`
 # counts them, so a quiet strict build passes whatever it finds.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from keras_transformer._lazy import after_keras_import, lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
     "DecoderBlock": "layers",

@@ -175,7 +175,7 @@ def _open_modules(names, sword_path):
     except ImportError:
         raise ImportError(
             "sword_bible needs the `pysword` package: pip install pysword "
-            "(or pip install 'keras-transformer[data]')."
+            "(the `data` extra of keras-transformer-nmt installs it)."
         ) from None
     if not os.path.isdir(os.path.join(sword_path, "mods.d")):
         raise SwordModuleNotFoundError(
