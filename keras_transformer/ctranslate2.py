@@ -44,7 +44,9 @@ QUANTIZATIONS = (
 PATIENCE = 2
 
 
-def export_ctranslate2(translator, directory, quantization=None, overwrite=True):
+def export_ctranslate2(
+    translator, directory, quantization=None, beam_size=None, alpha=None, overwrite=True
+):
     """Writes `translator` as a CTranslate2 model directory.
 
     The directory holds CTranslate2's `model.bin`, `config.json` and vocabulary (our ids, in
@@ -59,6 +61,9 @@ def export_ctranslate2(translator, directory, quantization=None, overwrite=True)
         quantization: str. CTranslate2 weight type: one of `"int8"`, `"int8_float32"`,
             `"int8_float16"`, `"int8_bfloat16"`, `"int16"`, `"float16"`, `"bfloat16"`,
             `"float32"`. Defaults to `None`: float32, as trained.
+        beam_size: int. Default beam size stored for `CTranslate2Translator`. Defaults to
+            `None`: the translator's.
+        alpha: float. Default length penalty stored. Defaults to `None`: the translator's.
         overwrite: bool. Replace an existing `directory`. Defaults to `True`.
 
     Returns:
@@ -71,8 +76,9 @@ def export_ctranslate2(translator, directory, quantization=None, overwrite=True)
     CTranslate2Translator("translator_ct2")(["dos mil"])
     ```
     """
+    from keras_transformer.decoding import _check_alpha
     from keras_transformer.export import _check_translator, _replace_directory
-    from keras_transformer.translator import Translator
+    from keras_transformer.translator import Translator, _check_int
 
     directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -87,6 +93,10 @@ def export_ctranslate2(translator, directory, quantization=None, overwrite=True)
     if isinstance(translator, (str, os.PathLike)):
         translator = Translator.load(translator)
     _check_translator(translator)
+    beam_size = translator.beam_size if beam_size is None else beam_size
+    alpha = translator.alpha if alpha is None else alpha
+    _check_int("beam_size", beam_size, 1)
+    _check_alpha(alpha)
     spec = transformer_spec(translator)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -96,7 +106,7 @@ def export_ctranslate2(translator, directory, quantization=None, overwrite=True)
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
     try:
         spec.save(temporary)
-        _save_settings(translator, temporary, quantization)
+        _save_settings(translator, temporary, quantization, beam_size, float(alpha))
         _replace_directory(temporary, directory)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
@@ -385,15 +395,15 @@ def _set_feed_forward(ffn_spec, block):
     _set_norm(ffn_spec.layer_norm, block.feed_forward_norm)
 
 
-def _save_settings(translator, directory, quantization):
+def _save_settings(translator, directory, quantization, beam_size, alpha):
     import keras
 
     tokenizers = {"tokenizer": translator.tokenizer}
     if translator.target_tokenizer is not None:
         tokenizers["target_tokenizer"] = translator.target_tokenizer
     metadata = {
-        "beam_size": translator.beam_size,
-        "alpha": translator.alpha,
+        "beam_size": beam_size,
+        "alpha": alpha,
         "max_source_length": translator.max_source_length,
         "extra_length": translator.extra_length,
         "batch_size": translator.batch_size,
