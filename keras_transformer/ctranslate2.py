@@ -299,6 +299,7 @@ class CTranslate2Translator:
     def _search(self, sources, max_length, beam_size, alpha):
         """`(ids, score)` per source, ids ending with the end token when it was generated."""
         from keras_transformer.decoding import length_penalty
+        from keras_transformer.translator import _trim
 
         options = dict(
             max_batch_size=self.batch_size,
@@ -332,7 +333,10 @@ class CTranslate2Translator:
                     length = len(ids) if end_id in ids else max_length
                     score = score / float(length_penalty(length, alpha))
                 candidates.append((ids, score))
-            outputs.append(max(candidates, key=lambda candidate: candidate[1]))
+            ids, score = max(candidates, key=lambda candidate: candidate[1])
+            # Trailing padding ids (which only an untrained model generates) are dropped, as
+            # `Translator` does.
+            outputs.append((_trim(ids, end_id, self._target.pad_id), score))
         return outputs
 
 

@@ -155,3 +155,52 @@ def test_cli_exports_and_translates(trained, engine, tmp_path, capsysbinary):
     assert lines == quantized(sources) + [""]
     assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8"]) == 1
     assert b"--format ctranslate2" in capsysbinary.readouterr().err
+
+
+def test_pre_ln_model_with_separate_embeddings_maps_exactly(tmp_path):
+    from keras_transformer.text import train_tokenizer
+
+    sentences = ["uno", "dos mil trescientos", "cuarenta y dos", "one", "forty-two"]
+    tokenizer = train_tokenizer(sentences, vocabulary_size=100)
+    model = Transformer.from_preset(
+        "tiny",
+        vocab_size=tokenizer.vocabulary_size(),
+        num_layers=1,
+        norm_first=True,
+        share_embeddings=False,
+        layer_norm_epsilon=1e-5,
+    )
+    translator = Translator(
+        model, tokenizer, max_source_length=16, extra_length=5, jit_compile=BACKEND == "jax"
+    )
+    engine = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "pre_ln"))
+    for beam_size in (1, 3):
+        expected = translator.translate(sentences, beam_size=beam_size)
+        received = engine.translate(sentences, beam_size=beam_size)
+        assert [b.tokens for b in received] == [a.tokens for a in expected]
+        # This untrained model generates `[PAD]` runs for some inputs (empty translations):
+        # our beam search scores those differently, so only the others are compared.
+        scored = [i for i, a in enumerate(expected) if a.tokens]
+        assert len(scored) >= 2
+        np.testing.assert_allclose(
+            [received[i].score for i in scored],
+            [expected[i].score for i in scored],
+            rtol=1e-4,
+            atol=1e-4,
+        )
+
+
+@pytest.mark.slow
+def test_importing_the_package_does_not_import_ctranslate2():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, keras_transformer, keras_transformer.cli, keras_transformer.export\n"
+        "print('ctranslate2' in sys.modules)"
+    )
+    environment = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
