@@ -186,6 +186,13 @@ def _add_translate_parser(subparsers):
         help="lines of standard input translated together (default: 32)",
     )
     parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
+    parser.add_argument(
+        "--engine",
+        choices=("keras", "ctranslate2"),
+        default="keras",
+        help="'ctranslate2': MODEL is a directory written by `export --format ctranslate2` "
+        "(default: keras, a SavedModel or .keras file)",
+    )
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=_translate)
@@ -193,7 +200,10 @@ def _add_translate_parser(subparsers):
 
 def _translate(args):
     try:
-        backend = _load_translation_backend(args.model)
+        if args.engine == "ctranslate2":
+            backend = _CTranslate2Backend(args.model)
+        else:
+            backend = _load_translation_backend(args.model)
     except Exception as error:  # Any load failure is reported, not a traceback.
         _error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
         return 2
@@ -276,6 +286,17 @@ class _KerasBackend:
         )
 
 
+class _CTranslate2Backend(_KerasBackend):
+    """Calls a `keras_transformer.ctranslate2.CTranslate2Translator`."""
+
+    def __init__(self, path):
+        from keras_transformer.ctranslate2 import CTranslate2Translator
+
+        self._translator = CTranslate2Translator(path)
+        length = self._translator.max_source_length
+        self.limit = f" ({length} tokens, i.e. {length - 2} word pieces)"
+
+
 def _load_translation_backend(path):
     if os.path.isfile(path) and path.endswith(".keras"):
         return _KerasBackend(path)
@@ -311,6 +332,18 @@ def _add_export_parser(subparsers):
     )
     parser.add_argument("translator", metavar="TRANSLATOR", help="Translator .keras file")
     parser.add_argument("output", metavar="OUTPUT", help="SavedModel directory to write")
+    parser.add_argument(
+        "--format",
+        choices=("saved_model", "ctranslate2"),
+        default="saved_model",
+        help="'ctranslate2': a CTranslate2 model directory, for `translate --engine "
+        "ctranslate2` (default: saved_model)",
+    )
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        help="CTranslate2 weight type, e.g. int8, int8_float32, float16 (--format ctranslate2)",
+    )
     parser.add_argument("--beam-size", type=_positive_int, default=None, help="beam size")
     parser.add_argument("--alpha", type=float, default=None, help="length penalty")
     parser.add_argument(
@@ -329,13 +362,29 @@ def _export(args):
     from keras_transformer.export import export_saved_model
 
     try:
-        export_saved_model(
-            args.translator,
-            args.output,
-            beam_size=args.beam_size,
-            alpha=args.alpha,
-            jit_compile=args.jit_compile,
-        )
+        if args.format == "ctranslate2":
+            from keras_transformer.export import export_ctranslate2
+
+            export_ctranslate2(
+                args.translator,
+                args.output,
+                quantization=args.quantization,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+            )
+        elif args.quantization is not None:
+            raise ValueError(
+                "`--quantization` applies to `--format ctranslate2` only. "
+                f"Received: quantization={args.quantization!r}"
+            )
+        else:
+            export_saved_model(
+                args.translator,
+                args.output,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+                jit_compile=args.jit_compile,
+            )
     except Exception as error:  # Reported, not a traceback.
         _error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
         return 1

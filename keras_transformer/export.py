@@ -272,3 +272,10 @@ def _export_in_subprocess(translator, path, beam_size, alpha, jit_compile):
             f"{result.returncode}) running {' '.join(command)}:\n{result.stderr[-4000:]}"
         )
     return path
+
+
+def export_ctranslate2(translator, directory, quantization=None, **kwargs):
+    """Writes `translator` as a CTranslate2 model; see `keras_transformer.ctranslate2`."""
+    from keras_transformer.ctranslate2 import export_ctranslate2 as export
+
+    return export(translator, directory, quantization=quantization, **kwargs)

@@ -21,6 +21,7 @@ PACKAGE_DIR = os.path.join(ROOT, "keras_transformer")
 # core `dependencies` alone). A module missing here is core.
 EXTRAS_OF_MODULE = {
     "keras_transformer.cli": ("tensorflow",),  # translate / export; `train` is below
+    "keras_transformer.ctranslate2": ("ctranslate2", "tensorflow"),
     "keras_transformer.data": ("tensorflow",),
     "keras_transformer.datasets.number_words": ("data",),
     "keras_transformer.datasets.sword_bible": ("data",),
