@@ -118,6 +118,11 @@ class _NotifyingLoader(importlib.abc.Loader):
         self.loader = loader
         self.hook = hook
 
+    def __getattr__(self, name):
+        # Everything else (`get_code` for `python -m`, `get_source`, `is_package`, ...) is the
+        # real loader's.
+        return getattr(self.loader, name)
+
     def create_module(self, spec):
         return self.loader.create_module(spec)
 

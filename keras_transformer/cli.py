@@ -26,6 +26,7 @@ its handler `_<name>(args) -> exit status`; imports are lazy, so `--help` loads 
 import argparse
 import contextlib
 import importlib.util
+import logging
 import os
 import sys
 
@@ -100,12 +101,8 @@ def quiet_framework_logs():
             import tensorflow  # noqa: F401
         except ImportError:
             return  # Reported when a subcommand needs it, with the standard error back.
-    try:
-        from absl import logging as absl_logging
-
-        absl_logging.set_verbosity(absl_logging.ERROR)
-    except ImportError:
-        pass
+    # absl (TensorFlow's logging library) logs through the standard `absl` logger.
+    logging.getLogger("absl").setLevel(logging.ERROR)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_transformer.text.normalization import normalize_text
-
 
 class _SplitsTuple(NamedTuple):
     train: list
@@ -74,6 +72,10 @@ def normalized_source(source):
     options. Sources that are not text (e.g. id arrays) are compared by their values.
     """
     if isinstance(source, (str, bytes)):
+        # Imported here: `keras_transformer.text` loads Keras, and config checks import the
+        # datasets to read their signatures without loading any framework.
+        from keras_transformer.text.normalization import normalize_text
+
         return normalize_text(source, lowercase=True, strip_accents=True)
     return tuple(np.asarray(source).ravel().tolist())
 
