@@ -9,7 +9,7 @@ of one step of the run, after the work a real kill there would have done:
 - `evaluated`: after the test split is translated and scored;
 - `saved`: while `translator.keras` is written (its temporary file is complete);
 - `exported`: while the SavedModel is written (its temporary directory is complete);
-- `finished`: while the backup is deleted, after `metrics.json` is written;
+- `cleanup`: while the backup is deleted, after the last stage is recorded;
 - `none`: no kill.
 
 The kill is injected by wrapping the function that does the step: deterministic, no timing.
@@ -85,7 +85,7 @@ elif STAGE == "exported":
     import keras
 
     after(keras.export.ExportArchive, "write_out")
-elif STAGE == "finished":
+elif STAGE == "cleanup":
     from keras_transformer.training.backup import STATE_FILENAME
 
     def delete_then_kill(self):
