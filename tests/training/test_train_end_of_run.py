@@ -23,12 +23,10 @@ from keras_transformer.training.stages import RunStages
 
 BACKEND = keras.backend.backend()
 TENSORFLOW = BACKEND == "tensorflow"
-# The full chain on TensorFlow (the export needs it in-process); elsewhere the stages that
-# do not export, to keep the suite quick.
+# The full chain on TensorFlow (the export needs it in-process); elsewhere one stage (the
+# rerun loads the averaged weights and the test metrics recorded), to keep the suite quick.
 KILLED_STAGES = (
-    ["averaged", "evaluated", "saved", "exported", "cleanup"]
-    if TENSORFLOW
-    else ["averaged", "saved", "cleanup"]
+    ["averaged", "evaluated", "saved", "exported", "cleanup"] if TENSORFLOW else ["saved"]
 )
 RECORDED = ["trained", "averaged", "evaluated", "saved", "exported", "finished"]
 # Per-invocation figures: they differ between an interrupted and an uninterrupted run.
@@ -82,11 +80,15 @@ def read_weights(path):
 
 
 def assert_same_weights(path, reference_path):
-    """The same variables with the same values, bit for bit (training is deterministic)."""
+    """The same variables with the same values: bit for bit on TensorFlow (checked to be
+    deterministic across processes on CPU), to float32 rounding elsewhere."""
     weights, expected = read_weights(path), read_weights(reference_path)
     assert sorted(weights) == sorted(expected)
     for name, value in expected.items():
-        np.testing.assert_array_equal(weights[name], value, err_msg=name)
+        if TENSORFLOW:
+            np.testing.assert_array_equal(weights[name], value, err_msg=name)
+        else:
+            np.testing.assert_allclose(weights[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def temporaries(directory):
@@ -164,7 +166,8 @@ def test_kill_at_every_stage_after_training_redoes_no_step(tmp_path, tiny_run, r
     assert expected["steps_this_run"] == 8
     for key in sorted(set(expected) - TIMINGS - {"history"}):
         assert metrics[key] == expected[key], key
-    assert metrics["history"] == expected["history"]
+    for key, values in expected["history"].items():
+        np.testing.assert_allclose(metrics["history"][key], values, rtol=0 if TENSORFLOW else 1e-5)
     assert metrics["averaged_checkpoints"] == [4, 8]
     assert_same_weights(output_dir / "model.weights.h5", os.path.join(reference.output_dir, "model.weights.h5"))
     from keras_transformer import Translator
@@ -191,6 +194,11 @@ def test_kill_at_every_stage_after_training_redoes_no_step(tmp_path, tiny_run, r
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not TENSORFLOW,
+    reason="kept to TensorFlow for time; the checkpoint copy is backend-free, and "
+    "test_backup_records_and_restores_the_dropout_seeds checks the seeds on every backend",
+)
 def test_kill_while_writing_a_checkpoint_keeps_it(tmp_path, tiny_run):
     # The backup callback runs first: at steps 4 and 8 the backup of the step is complete
     # when the checkpoint is being written, so the rerun starts after the step and must
