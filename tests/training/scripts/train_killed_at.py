@@ -82,9 +82,20 @@ elif STAGE == "saved":
 
     after(Translator, "save")
 elif STAGE == "exported":
-    import keras
+    import contextlib
 
-    after(keras.export.ExportArchive, "write_out")
+    from keras_transformer.training import files
+
+    atomic_directory = files.atomic_directory
+
+    @contextlib.contextmanager
+    def written_then_kill(path):
+        # The SavedModel is complete under its temporary name; the kill comes before the swap.
+        with atomic_directory(path) as temporary:
+            yield temporary
+            kill()
+
+    files.atomic_directory = written_then_kill
 elif STAGE == "cleanup":
     from keras_transformer.training.backup import STATE_FILENAME
 
