@@ -16,7 +16,6 @@ is also what you can do by hand.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,12 +50,13 @@ def export_saved_model(
     bounded set of shapes, each once, on first use. At most `padded_source_length +
     extra_length` tokens are generated.
 
-    The SavedModel is written to a temporary directory next to `path` and renamed into place,
-    so `path` never holds a half-written model. The translator's settings are stored in
+    The SavedModel is written to a temporary directory next to `path` (named `.tmp-*`, like
+    every temporary of the package, so `keras_transformer.training.train` clears what a
+    killed export leaves) and renamed into place, so `path` never holds a half-written model. The translator's settings are stored in
     `path/assets.extra/keras_transformer.json` (read by `keras-transformer translate`).
 
-    On the JAX and PyTorch backends the translator is saved to a temporary `.keras` file and
-    exported by `keras-transformer export` in a `KERAS_BACKEND=tensorflow` subprocess.
+    On the JAX and PyTorch backends the translator is saved to a temporary `.keras` file (in
+    a `.tmp-*` directory next to `path`) and exported by `keras-transformer export` in a `KERAS_BACKEND=tensorflow` subprocess.
 
     Args:
         translator: `keras_transformer.Translator`, or the path of a `.keras` file that holds
@@ -126,18 +126,13 @@ def export_saved_model(
         "jit_compile": bool(jit_compile),
     }
 
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    try:
+    from keras_transformer.training.files import atomic_directory
+
+    with atomic_directory(path) as temporary:
         archive.write_out(temporary, verbose=False)
         os.makedirs(os.path.join(temporary, "assets.extra"), exist_ok=True)
         with open(os.path.join(temporary, METADATA_PATH), "w", encoding="utf-8") as file:
             json.dump(metadata, file, indent=2)
-        _replace_directory(temporary, path)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     return path
 
 
@@ -228,30 +223,15 @@ def _check_translator(translator):
         )
 
 
-def _replace_directory(source, destination):
-    """Renames `source` to `destination`, replacing it; `destination` is never half-written."""
-    if not os.path.exists(destination):
-        os.rename(source, destination)
-        return
-    backup = tempfile.mkdtemp(
-        prefix=f".{os.path.basename(destination)}.old-", dir=os.path.dirname(source)
-    )
-    os.rmdir(backup)
-    os.rename(destination, backup)
-    try:
-        os.rename(source, destination)
-    except BaseException:
-        os.rename(backup, destination)
-        raise
-    if os.path.isdir(backup):
-        shutil.rmtree(backup, ignore_errors=True)
-    else:
-        os.remove(backup)
-
-
 def _export_in_subprocess(translator, path, beam_size, alpha, jit_compile):
     """Runs `keras-transformer export` under `KERAS_BACKEND=tensorflow`."""
-    with tempfile.TemporaryDirectory() as directory:
+    from keras_transformer.training.files import TEMPORARY_PREFIX
+
+    # The scratch `.keras` file goes next to the destination, under a temporary name that
+    # `remove_temporaries` clears if this process is killed.
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=TEMPORARY_PREFIX, dir=parent) as directory:
         if isinstance(translator, (str, os.PathLike)):
             keras_path = os.fspath(translator)
         else:

@@ -11,7 +11,10 @@ and on restart it resumes at the start of the interrupted epoch, redoing its ste
   file, and a kill at any point loses at most the steps since the last backup;
 - the state records the batch within the epoch, and `keras_transformer.training.train`
   resumes there (it skips the batches already trained on, so the total number of optimizer
-  steps is the same as in an uninterrupted run).
+  steps is the same as in an uninterrupted run);
+- the state also records the seed generators' states (the dropout seeds), which
+  `save_weights` leaves out: the resumed steps draw the dropout masks an uninterrupted run
+  draws, so the run ends with the same weights.
 """
 
 import logging
@@ -21,6 +24,7 @@ import re
 import keras
 
 from keras_transformer.training.checkpoints import save_weights_atomically
+from keras_transformer.training.distribution import to_numpy
 from keras_transformer.training.files import read_json, remove_temporaries, write_json
 
 logger = logging.getLogger("keras_transformer")
@@ -126,6 +130,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
             if self.model.optimizer is not None and not self.model.optimizer.built:
                 self.model.optimizer.build(self.model.trainable_variables)
             self.model.load_weights(os.path.join(self.backup_dir, state["weights"]))
+            restore_seed_states(self.model, state.get("seed_states"))
             logger.info(
                 "Restored the backup of step %d (epoch %d, batch %d).",
                 state["step"],
@@ -195,6 +200,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
                 "step": self._step,
                 "iterations": iterations,
                 "weights": name,
+                "seed_states": [to_numpy(v).tolist() for v in seed_state_variables(self.model)],
             },
         )
         # Older backups are unreachable now that state.json names the new one.
@@ -205,3 +211,29 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     def _last_state_matches(self):
         return self._saved_position == (self._epoch, self._batch)
+
+
+def seed_state_variables(model):
+    """The variables of `model` that `save_weights` leaves out: its seed generators' states.
+
+    In `model.variables` order, which depends only on the architecture.
+    """
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
+
+
+def restore_seed_states(model, values):
+    """Assigns `values` (as recorded by the backup) to `seed_state_variables(model)`.
+
+    A backup without them (written by an earlier version) leaves the states as they are.
+    """
+    if not values:
+        return
+    variables = seed_state_variables(model)
+    if len(values) != len(variables):
+        raise ValueError(
+            f"The backup holds {len(values)} seed states but the model has {len(variables)}. "
+            f"Received: a backup of another architecture for model {model.name!r}"
+        )
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(keras.ops.convert_to_tensor(value, dtype=variable.dtype))

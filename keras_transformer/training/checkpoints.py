@@ -3,6 +3,7 @@
 import logging
 import os
 import re
+import shutil
 import tempfile
 
 import keras
@@ -54,6 +55,42 @@ def save_weights_atomically(model, path, is_chief=True):
     else:
         with tempfile.TemporaryDirectory() as directory:
             model.save_weights(os.path.join(directory, "scratch.weights.h5"))
+
+
+def restore_checkpoint(directory, step, weights_path, keep=5):
+    """Writes the missing checkpoint of `step` as a copy of `weights_path`, then prunes.
+
+    `train` calls it when it resumes from a backup: `ResumableBackupAndRestore` comes first
+    among the callbacks, so at a step where both write, the backup is complete before the
+    checkpoint is started, and a kill during the checkpoint's write leaves a backup that
+    says the step is done without its checkpoint. The backup file holds the same state
+    (`save_weights` of the same model at the same step), so a copy of it is that checkpoint.
+    Only the checkpoint of the backup's own step can be missing: every earlier one was
+    complete before training went on.
+
+    Args:
+        directory: str. The checkpoint directory.
+        step: int. The step of `weights_path`.
+        weights_path: str. A `.weights.h5` file of the model at `step` (the backup).
+        keep: int. Newest checkpoints kept. Defaults to `5`.
+
+    Returns:
+        bool, whether the checkpoint was missing (and is now written).
+    """
+    path = checkpoint_path(directory, step)
+    if os.path.exists(path):
+        return False
+    with atomic_path(path) as temporary:
+        shutil.copyfile(weights_path, temporary)
+    prune_checkpoints(directory, keep)
+    logger.info("Restored the checkpoint of step %d from %s.", step, weights_path)
+    return True
+
+
+def prune_checkpoints(directory, keep):
+    """Deletes all but the newest `keep` checkpoints of `directory`."""
+    for _, old in list_checkpoints(directory)[:-keep]:
+        os.remove(old)
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
@@ -137,7 +174,6 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._saved_step = step
         save_weights_atomically(self.model, path, is_chief=self.is_chief)
         if self.is_chief:
-            for _, old in list_checkpoints(self.directory)[: -self.keep]:
-                os.remove(old)
+            prune_checkpoints(self.directory, self.keep)
         return path
 

@@ -58,7 +58,10 @@ def atomic_directory(path):
 
     Directories cannot be swapped in one atomic step, so the old one (if any) is first
     renamed aside, the new one renamed into place, and the old one deleted: `path` is at every
-    moment absent, the old complete directory, or the new complete one; never partial.
+    moment absent, the old complete directory, or the new complete one; never partial. On an
+    exception the temporary directory is removed and the old one stays (or is put back).
+    Both temporary names start with `.tmp-`, so `remove_temporaries` clears what a killed
+    writer leaves.
 
     Args:
         path: str or `os.PathLike`. The destination directory.
@@ -79,7 +82,12 @@ def atomic_directory(path):
                 _fsync_file(os.path.join(root, file))
         if os.path.lexists(path):
             os.replace(path, old)
-        os.replace(temporary, path)
+        try:
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.lexists(old) and not os.path.lexists(path):
+                os.replace(old, path)
+            raise
         _fsync_directory(parent)
     finally:
         for leftover in (temporary, old):
@@ -106,6 +114,9 @@ def read_json(path):
 
 def remove_temporaries(directory):
     """Removes the `.tmp-*` files and directories a killed writer left in `directory`.
+
+    Every temporary name of the package starts with `TEMPORARY_PREFIX` (`atomic_path`,
+    `atomic_directory`, the SavedModel export), so this one rule clears them all.
 
     Only call it when no other process writes to `directory`.
 

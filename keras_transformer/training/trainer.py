@@ -12,12 +12,16 @@ model.weights.h5        the final (averaged) weights
 translator.keras        the Translator (model + tokenizer + beam search settings)
 saved_model/            the TensorFlow SavedModel serving strings
 metrics.json            test BLEU and exact match, steps, time, samples
+stages.json             the stages after training that are done (see `training.stages`)
 ```
 
 Every file is written atomically (temporary name, then rename), so a killed run never leaves a
 file that the next run would load half-written. Running the same command again after a kill
 resumes from the backup, at the step where it was, and ends with the same number of optimizer
-steps as an uninterrupted run.
+steps (and the same checkpoints) as an uninterrupted run. A kill after training costs no step:
+the backup is deleted only once the last stage after training (averaging, test, saving,
+export, metrics) is recorded in `stages.json`, and the next run goes on with the first stage
+not recorded.
 """
 
 import dataclasses
@@ -76,6 +80,7 @@ class RunPaths:
         self.translator = join(self.output_dir, "translator.keras")
         self.saved_model = join(self.output_dir, "saved_model")
         self.metrics = join(self.output_dir, "metrics.json")
+        self.stages = join(self.output_dir, "stages.json")
 
 
 def train(config, callbacks=None, verbose="auto"):
@@ -119,7 +124,8 @@ def train(config, callbacks=None, verbose="auto"):
     paths = RunPaths(os.path.abspath(config.output_dir))
     if context.is_chief:
         os.makedirs(paths.output_dir, exist_ok=True)
-        remove_temporaries(paths.output_dir)
+        for directory in (paths.output_dir, paths.checkpoints, paths.backup):
+            remove_temporaries(directory)  # what a killed writer left
         write_json(paths.config, config.to_dict())
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
@@ -234,24 +240,45 @@ def train(config, callbacks=None, verbose="auto"):
     callback_list.extend(callbacks or [])
 
     # === Fit ===
-    state = backup.state()
-    steps_done = min(state["step"], train_steps) if state else 0
-    if not state and context.is_chief and list_checkpoints(paths.checkpoints):
-        # A fresh start in the directory of an earlier run: its checkpoints must not be
-        # averaged with this run's.
-        for _, path in list_checkpoints(paths.checkpoints):
-            os.remove(path)
-        report(f"removed the checkpoints of an earlier run from {paths.checkpoints}")
-    if state:
+    # The stages after training that an earlier run of this command finished (a kill after
+    # training loses none of them): see `keras_transformer.training.stages`.
+    from keras_transformer.training.checkpoints import restore_checkpoint
+    from keras_transformer.training.stages import RunStages
+
+    stages = RunStages(paths.stages, config, is_chief=context.is_chief)
+    trained = stages.get("trained")
+    state = backup.state()  # Kept until the last stage: it holds the trained weights.
+    backup_weights = os.path.join(paths.backup, state["weights"]) if state else None
+    if trained:
+        steps_done = trained["steps"]
+        report(f"training: finished by an earlier run ({steps_done} steps); going on with "
+               f"the stages after it ({', '.join(stages.done_stages())} done)")
+    elif state:
+        steps_done = min(state["step"], train_steps)
         report(f"resuming from the backup of step {steps_done} "
                f"(epoch {steps_done // steps_per_epoch + 1}, "
                f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
+        every = training.checkpoint_every or steps_per_epoch
+        expected = state["step"] % every == 0 or state["step"] == train_steps
+        if context.is_chief and expected and restore_checkpoint(
+            paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
+        ):
+            report(f"restored the checkpoint of step {state['step']} from the backup")
+    else:
+        steps_done = 0
+        if context.is_chief:
+            # A fresh start in the directory of an earlier run: its checkpoints must not be
+            # averaged with this run's, nor its stages taken for this run's.
+            stages.clear()
+            if list_checkpoints(paths.checkpoints):
+                for _, path in list_checkpoints(paths.checkpoints):
+                    os.remove(path)
+                report(f"removed the checkpoints of an earlier run from {paths.checkpoints}")
     history = {}
     fit_start = time.monotonic()
+    fits = [] if trained else plan_fits(steps_done, train_steps, steps_per_epoch)
     with context.scope():
-        for initial_epoch, epochs, epoch_steps, skip in plan_fits(
-            steps_done, train_steps, steps_per_epoch
-        ):
+        for initial_epoch, epochs, epoch_steps, skip in fits:
             if time_limit is not None and time_limit.stopped:
                 break
             dataset = context.prepare_dataset(train_data.dataset.skip(skip))
@@ -267,41 +294,66 @@ def train(config, callbacks=None, verbose="auto"):
             )
             for key, values in fit_history.history.items():
                 history.setdefault(key, []).extend(values)
-    train_seconds = time.monotonic() - fit_start
-    steps = backup.step
-    stopped_by_time = bool(time_limit is not None and time_limit.stopped and steps < train_steps)
+        if state and not fits and not stages.done("averaged"):
+            # Training had ended (a kill came after it): the weights are the backup's.
+            model.load_weights(backup_weights)
+    from keras_transformer.training.distribution import to_numpy
+
+    if trained:
+        steps, stopped_by_time = trained["steps"], False
+    else:
+        steps = backup.step if fits else (state["step"] if state else steps_done)
+        stopped_by_time = bool(
+            time_limit is not None and time_limit.stopped and steps < train_steps
+        )
+        # Only a run that made its last step records its stages: a run stopped by the time
+        # budget is continued by the next one.
+        stages.recording = not stopped_by_time
+        trained = stages.record(
+            "trained",
+            steps=steps,
+            optimizer_iterations=int(to_numpy(model.optimizer.iterations)),
+            train_seconds=round(time.monotonic() - fit_start, 1),
+            history={key: [float(value) for value in values] for key, values in history.items()},
+        )
     if stopped_by_time:
         report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
                "run the same command again to continue")
-    else:
-        backup.delete()
 
     # === Checkpoint averaging ===
     from keras_transformer.training.averaging import average_last_checkpoints
-
-    averaged = []
-    if training.average_checkpoints > 1:
-        with context.scope():
-            averaged = average_last_checkpoints(
-                model, paths.checkpoints, training.average_checkpoints
-            )
-        if averaged:
-            report(f"averaged the last {len(averaged)} checkpoints (steps "
-                   f"{', '.join(str(step) for step, _ in averaged)})")
-    from keras_transformer.training.distribution import to_numpy
-
-    metrics = {
-        "steps": steps,
-        "optimizer_iterations": int(to_numpy(model.optimizer.iterations)),
-        "train_steps": train_steps,
-        "stopped_by_time_limit": stopped_by_time,
-        "train_seconds": round(train_seconds, 1),
-        "averaged_checkpoints": [step for step, _ in averaged],
-        "history": {key: [float(value) for value in values] for key, values in history.items()},
-    }
     from keras_transformer.training.checkpoints import save_weights_atomically
 
-    save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
+    averaged = stages.get("averaged")
+    if averaged is not None:
+        with context.scope():
+            model.load_weights(paths.weights)
+        report(f"averaging: done by an earlier run; loaded {paths.weights}")
+    else:
+        checkpoints_averaged = []
+        if training.average_checkpoints > 1:
+            with context.scope():
+                checkpoints_averaged = average_last_checkpoints(
+                    model, paths.checkpoints, training.average_checkpoints
+                )
+            if checkpoints_averaged:
+                report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
+                       f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
+        save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
+        averaged = stages.record(
+            "averaged", checkpoints=[step for step, _ in checkpoints_averaged]
+        )
+    metrics = {
+        "steps": steps,
+        "steps_this_run": steps - steps_done,
+        "optimizer_iterations": trained["optimizer_iterations"],
+        "train_steps": train_steps,
+        "stopped_by_time_limit": stopped_by_time,
+        "train_seconds": trained["train_seconds"],
+        "averaged_checkpoints": averaged["checkpoints"],
+        "history": trained["history"],
+    }
+    history = trained["history"]
     if not context.is_chief:
         return TrainingResult(model, None, tokenizer, history, metrics, paths.output_dir, config)
 
@@ -310,36 +362,63 @@ def train(config, callbacks=None, verbose="auto"):
 
     if eval_model is not model:
         copy_weights(model, eval_model)
-    if evaluation.test and splits.test:
-        metrics.update(evaluate_translations(translator, splits.test, verbose=report.enabled))
-        report(f"test: BLEU {metrics['test_bleu']:.2f}, exact match "
-               f"{100 * metrics['test_exact_match']:.2f}% on {len(splits.test)} pairs "
-               f"({metrics['test_seconds']:.0f} s)")
-    if config.export.translator:
-        with atomic_path(paths.translator) as temporary:
-            translator.save(temporary)
-        report(f"saved {paths.translator}")
-    samples = list(evaluation.samples) or [
-        source for source, _ in splits.test[: evaluation.num_samples]
-    ]
-    if config.export.saved_model:
-        from keras_transformer.export import export_saved_model
+    evaluated = stages.get("evaluated")
+    if evaluated is None:
+        evaluated = {}
+        if evaluation.test and splits.test:
+            evaluated = evaluate_translations(translator, splits.test, verbose=report.enabled)
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
+                   f"{100 * evaluated['test_exact_match']:.2f}% on {len(splits.test)} pairs "
+                   f"({evaluated['test_seconds']:.0f} s)")
+        evaluated = stages.record("evaluated", **evaluated)
+    elif "test_bleu" in evaluated:
+        report(f"test: done by an earlier run: BLEU {evaluated['test_bleu']:.2f}")
+    metrics.update(evaluated)
+    if not stages.done("saved"):
+        if config.export.translator:
+            with atomic_path(paths.translator) as temporary:
+                translator.save(temporary)
+            report(f"saved {paths.translator}")
+        stages.record("saved")
+    exported = stages.get("exported")
+    if exported is None:
+        exported = {}
+        samples = list(evaluation.samples) or [
+            source for source, _ in splits.test[: evaluation.num_samples]
+        ]
+        if config.export.saved_model:
+            from keras_transformer.export import export_saved_model
 
-        export_start = time.monotonic()
-        export_saved_model(translator, paths.saved_model)
-        report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
-        if samples:
-            translations = translate_with_saved_model(paths.saved_model, samples)
-            metrics["samples"] = [
-                {"source": source, "translation": translation}
-                for source, translation in zip(samples, translations, strict=True)
-            ]
-            report("translations by the exported SavedModel:")
-            for source, translation in zip(samples, translations, strict=True):
-                report(f"  {source}  ->  {translation}")
-    metrics["total_seconds"] = round(time.monotonic() - start_time, 1)
-    write_json(paths.metrics, metrics)
-    report(f"done in {metrics['total_seconds']:.0f} s; metrics in {paths.metrics}")
+            export_start = time.monotonic()
+            # Off TensorFlow the export runs in a subprocess that loads a `.keras` file: the
+            # one just saved, if any.
+            exported_from = translator
+            if config.export.translator and keras.backend.backend() != "tensorflow":
+                exported_from = paths.translator
+            export_saved_model(exported_from, paths.saved_model)
+            report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
+            if samples:
+                translations = translate_with_saved_model(paths.saved_model, samples)
+                exported["samples"] = [
+                    {"source": source, "translation": translation}
+                    for source, translation in zip(samples, translations, strict=True)
+                ]
+                report("translations by the exported SavedModel:")
+                for source, translation in zip(samples, translations, strict=True):
+                    report(f"  {source}  ->  {translation}")
+        exported = stages.record("exported", **exported)
+    metrics.update(exported)
+    if stages.done("finished"):
+        metrics = read_json(paths.metrics) or metrics
+        report(f"the run finished earlier: nothing left to do; metrics in {paths.metrics}")
+    else:
+        metrics["total_seconds"] = round(time.monotonic() - start_time, 1)
+        write_json(paths.metrics, metrics)
+        stages.record("finished")
+        report(f"done in {metrics['total_seconds']:.0f} s; metrics in {paths.metrics}")
+    if not stopped_by_time:
+        # The last stage is recorded: nothing needs the backup any more.
+        backup.delete()
     return TrainingResult(model, translator, tokenizer, history, metrics, paths.output_dir, config)
 
 

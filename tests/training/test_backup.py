@@ -56,3 +56,35 @@ def test_state_file_is_json(tmp_path):
     small_model().fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[backup])
     with open(tmp_path / "state.json") as file:
         assert json.load(file)["weights"] == "backup-00000006.weights.h5"
+
+
+def test_backup_records_and_restores_the_dropout_seeds(tmp_path):
+    # `save_weights` leaves out the seed generators' states: without them a resumed run
+    # would draw other dropout masks than an uninterrupted one.
+    from keras_transformer.training.backup import seed_state_variables
+
+    def dropout_model():
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(1)]
+        )
+        model.compile("sgd", "mse")
+        return model
+
+    def seeds(model):
+        return [keras.ops.convert_to_numpy(v.value).tolist() for v in seed_state_variables(model)]
+
+    x, y = data()
+    model = dropout_model()
+    initial = seeds(model)
+    backup = ResumableBackupAndRestore(str(tmp_path), save_freq=2, delete_checkpoint=False)
+    model.fit(x, y, batch_size=2, epochs=1, steps_per_epoch=4, verbose=0, callbacks=[backup])
+    trained = seeds(model)
+    assert len(trained) == 1 and trained != initial  # every step draws a mask
+    assert backup.state()["seed_states"] == trained
+    fresh = dropout_model()
+    assert seeds(fresh) == initial
+    # The backup says epoch 1 is done: `fit` restores the state and trains no more.
+    fresh.fit(x, y, batch_size=2, epochs=1, verbose=0,
+              callbacks=[ResumableBackupAndRestore(str(tmp_path), delete_checkpoint=False)])
+    assert seeds(fresh) == trained
+    np.testing.assert_array_equal(weights_of(fresh)[0], weights_of(model)[0])

@@ -33,3 +33,29 @@ def test_atomic_directory_replaces_the_whole_directory(tmp_path):
             file.write("new")
     assert os.listdir(target) == ["new.pb"]
     assert os.listdir(tmp_path) == ["saved_model"]
+
+
+def test_atomic_directory_temporaries_are_all_cleaned_and_the_old_one_put_back(
+    tmp_path, monkeypatch
+):
+    # Fail the swap between its two renames: the moment a kill would leave both the new
+    # directory and the old one under temporary names.
+    target = tmp_path / "saved_model"
+    target.mkdir()
+    (target / "old.pb").write_text("old")
+    replace, seen = os.replace, []
+
+    def failing_replace(source, destination):
+        if os.fspath(destination) == str(target) and not seen:
+            seen.extend(sorted(os.listdir(tmp_path)))
+            raise OSError("killed")
+        replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="killed"), atomic_directory(target) as temporary:
+        os.makedirs(temporary)
+    # One naming rule: every temporary there was starts with `.tmp-` (what
+    # `remove_temporaries` clears), and the old directory is back in place.
+    assert len(seen) == 2 and all(name.startswith(".tmp-") for name in seen)
+    assert os.listdir(tmp_path) == ["saved_model"]
+    assert os.listdir(target) == ["old.pb"]
