@@ -11,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PY:-python3}
+# The checks run from a temporary directory: a relative interpreter path is made absolute
+# (without resolving links, which would leave the virtual environment).
+case $PY in */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' keras_transformer/__init__.py)
 FIXTURE=$ROOT/tests/fixtures/translator_v0_1.keras
