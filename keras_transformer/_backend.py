@@ -11,6 +11,7 @@ import contextlib
 import functools
 
 import keras
+import numpy as np
 
 _FUSED_ATTENTION = {}
 _TORCH_CROSS_ENTROPY = None
@@ -308,3 +309,27 @@ def no_grad():
     import torch
 
     return torch.no_grad()
+
+
+def is_concrete(x):
+    """Whether the values of `x` can be read now, without a trace or a graph."""
+    if isinstance(x, np.ndarray):
+        return True
+    if isinstance(x, keras.KerasTensor):
+        return False
+    # Tensors of the running backend; a tensor of another framework (a `tf.Tensor` fed to
+    # JAX or PyTorch) is eager by the time it reaches Python.
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly() and not isinstance(x, (tf.RaggedTensor, tf.SparseTensor))
+    if backend == "jax":
+        import jax
+
+        return not isinstance(x, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
+    return True

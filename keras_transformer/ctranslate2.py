@@ -20,13 +20,11 @@ imported only when these functions run.
 
 import json
 import os
-import shutil
-import tempfile
-import types
 
 import numpy as np
 
 from keras_transformer.generation import bucket_length
+from keras_transformer.text.preprocessor import TranslationPreprocessor
 
 METADATA_FILENAME = "keras_transformer.json"
 QUANTIZATIONS = (
@@ -77,7 +75,7 @@ def export_ctranslate2(
     ```
     """
     from keras_transformer.decoding import _check_alpha
-    from keras_transformer.export import _check_translator, _replace_directory
+    from keras_transformer.export import _check_translator
     from keras_transformer.translator import Translator, _check_int
 
     directory = os.fspath(directory)
@@ -101,16 +99,13 @@ def export_ctranslate2(
     spec.validate()
     spec.optimize(quantization=quantization)
 
-    parent = os.path.dirname(os.path.abspath(directory))
-    os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.tmp-", dir=parent)
-    try:
+    from keras_transformer.training.files import atomic_directory
+
+    # The package's one rule for temporaries (`.tmp-` names, cleared by the next run).
+    with atomic_directory(directory) as temporary:
+        os.makedirs(temporary)
         spec.save(temporary)
         _save_settings(translator, temporary, quantization, beam_size, float(alpha))
-        _replace_directory(temporary, directory)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     return directory
 
 
@@ -225,6 +220,14 @@ class CTranslate2Translator:
         self.extra_length = settings["extra_length"]
         self.batch_size = settings["batch_size"]
         self.bucket_boundaries = tuple(settings["bucket_boundaries"])
+        # The translation contract (start/end tokens, truncation, empty input, detokenization)
+        # is the package's one preprocessor, as in `Translator` and the SavedModel.
+        self.preprocessor = TranslationPreprocessor(
+            self.tokenizer,
+            self.target_tokenizer,
+            max_source_length=self.max_source_length,
+            bucket_boundaries=self.bucket_boundaries,
+        )
         self._translator = ctranslate2.Translator(
             directory, device=device, compute_type=compute_type, intra_threads=intra_threads
         )
@@ -251,42 +254,57 @@ class CTranslate2Translator:
             A `Translation` for one sentence, a list of `Translation`s for a list.
         """
         from keras_transformer.decoding import _check_alpha
-        from keras_transformer.translator import Translation, _check_int, _id_tokens
+        from keras_transformer.translator import Translation, _check_int, _to_bytes_list
 
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
         _check_int("beam_size", beam_size, 1)
         _check_alpha(alpha)
         single = isinstance(sentences, (str, bytes))
-        source_ids, truncated = _encode_sources(
-            self.tokenizer, self.max_source_length, [sentences] if single else sentences
-        )
+        strings = _to_bytes_list([sentences] if single else sentences)
+        if not strings:
+            return []
+        features = self.preprocessor.generate_preprocess(strings)
+        source_ids = features["encoder_inputs"].to_list()
+        empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
         outputs = [None] * len(source_ids)
         # Non-empty sources, grouped by bucket: the maximum output length depends on it.
         by_bucket = {}
         for index, ids in enumerate(source_ids):
-            if len(ids) > 2:
+            if not empty[index]:
                 bucket = bucket_length(len(ids), self.bucket_boundaries)
                 by_bucket.setdefault(bucket, []).append(index)
         for bucket, indices in sorted(by_bucket.items()):
-            sources = [_id_tokens(self.tokenizer, source_ids[index]) for index in indices]
+            sources = [_tokens(self.tokenizer, source_ids[index]) for index in indices]
             for index, output in zip(
                 indices, self._search(sources, bucket + self.extra_length, beam_size, alpha)
             ):
                 outputs[index] = output
 
-        texts = iter(_detokenize(self._target, [tokens for tokens, _ in filter(None, outputs)]))
+        texts = {}
+        generated = [index for index, output in enumerate(outputs) if output is not None]
+        if generated:
+            longest = max(len(outputs[index][0]) for index in generated)
+            rows = [  # (generated, longest), padded
+                outputs[index][0] + [self._target.pad_id] * (longest - len(outputs[index][0]))
+                for index in generated
+            ]
+            decoded = self.preprocessor.generate_postprocess(rows).numpy()
+            texts = {
+                index: text.decode("utf-8", "replace")
+                for index, text in zip(generated, decoded, strict=True)
+            }
         translations = []
         for index, ids in enumerate(source_ids):
             tokens, score = outputs[index] if outputs[index] is not None else ([], 0.0)
             translations.append(
                 Translation(
-                    text=next(texts) if outputs[index] is not None else "",
+                    text=texts.get(index, ""),
                     score=float(score),
                     tokens=tokens,
                     truncated=bool(truncated[index]),
-                    source_tokens=_id_tokens(self.tokenizer, ids),
-                    target_tokens=_id_tokens(self._target, tokens),
+                    source_tokens=_tokens(self.tokenizer, ids),
+                    target_tokens=_tokens(self._target, tokens),
                 )
             )
         return translations[0] if single else translations
@@ -340,21 +358,9 @@ class CTranslate2Translator:
         return outputs
 
 
-def _encode_sources(tokenizer, max_source_length, sentences):
-    """Encoder ids and truncation flags by `Translator`'s own rules (`Translator.encode_sources`,
-    which reads only these two attributes)."""
-    from keras_transformer.translator import Translator, _to_bytes_list
-
-    owner = types.SimpleNamespace(tokenizer=tokenizer, max_source_length=max_source_length)
-    return Translator.encode_sources(owner, _to_bytes_list(sentences))
-
-
-def _detokenize(tokenizer, token_lists):
-    """Texts of generated ids by `Translator`'s own detokenization."""
-    from keras_transformer.translator import Translator
-
-    owner = types.SimpleNamespace(_target_tokenizer=tokenizer, _pad_id=tokenizer.pad_id)
-    return Translator._detokenize(owner, token_lists)
+def _tokens(tokenizer, ids):
+    """The vocabulary entries of `ids`."""
+    return [tokenizer.id_to_token(int(index)) for index in ids]
 
 
 def _sinusoid_table(length, d_model):

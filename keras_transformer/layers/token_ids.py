@@ -7,23 +7,26 @@ end of the vocabulary everywhere, and float ids are truncated by the cast to int
 entry points (`Transformer.__call__`, `encode`, `decode`, `Generator`, `make_dataset`) call
 `check_token_ids` first.
 
-The dtype is static, so it is checked on every tensor, symbolic ones included. The values are
-checked only where they are concrete: NumPy arrays and lists always; backend tensors in eager
-mode. Inside `tf.function`, `jax.jit` or `torch.compile`, and on Keras' symbolic tensors, the
-value check is skipped: it would need a host round trip per call, or cannot run at all.
+Ids are checked only where they are concrete: NumPy arrays and lists always; backend tensors
+in eager mode. Inside `tf.function`, `jax.jit` or `torch.compile`, and on Keras' symbolic
+tensors, nothing is checked: the values would need a host round trip per call, or cannot be
+read at all, and the dtype is not the user's there (Keras' data adapters may feed integer
+arrays as floats, e.g. `evaluate` under `MirroredStrategy`), so the model's int32 cast stays.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer._backend import is_concrete
+
 
 def check_token_ids(ids, vocab_size, name="token_ids"):
     """Raises a `ValueError` unless `ids` are integers in `[0, vocab_size)`.
 
-    The dtype is checked on every input; the values only on concrete ones (NumPy arrays, lists,
-    eager tensors). Inside a compiled function (`tf.function`, `jax.jit`, `torch.compile`) and
-    on symbolic `keras.KerasTensor`s the value check is a no-op.
+    Checks concrete inputs only (NumPy arrays, lists, eager tensors): inside a compiled
+    function (`tf.function`, `jax.jit`, `torch.compile`) and on symbolic `keras.KerasTensor`s
+    it is a no-op.
 
     Args:
         ids: array-like or tensor of token ids, any shape. `None` is accepted and not checked.
@@ -44,13 +47,15 @@ def check_token_ids(ids, vocab_size, name="token_ids"):
         return
     if not hasattr(ids, "dtype"):  # lists, tuples, scalars
         ids = np.asarray(ids)
+    if not is_concrete(ids):
+        return
     dtype = keras.backend.standardize_dtype(ids.dtype)
     if "int" not in dtype:
         raise ValueError(
             f"`{name}` must hold integer token ids; floats would be truncated silently. Cast "
             f"them to int32 first. Received: {name}.dtype={dtype}"
         )
-    if not _is_concrete(ids) or 0 in tuple(ids.shape):
+    if 0 in tuple(ids.shape):
         return
     # A batch of ids is small (a few hundred KB at most): one copy to the host and two NumPy
     # reductions cost less than dispatching backend ops.
@@ -65,27 +70,3 @@ def check_token_ids(ids, vocab_size, name="token_ids"):
         f"`{name}` must hold token ids in [0, vocab_size); id {value}{at} is not. "
         f"Received: {element}={value}, vocab_size={vocab_size}"
     )
-
-
-def _is_concrete(x):
-    """Whether the values of `x` can be read now, without a trace or a graph."""
-    if isinstance(x, np.ndarray):
-        return True
-    if isinstance(x, keras.KerasTensor):
-        return False
-    # Tensors of the running backend; a tensor of another framework (a `tf.Tensor` fed to
-    # JAX or PyTorch) is eager by the time it reaches Python.
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.executing_eagerly() and not isinstance(x, (tf.RaggedTensor, tf.SparseTensor))
-    if backend == "jax":
-        import jax
-
-        return not isinstance(x, jax.core.Tracer)
-    if backend == "torch":
-        import torch
-
-        return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
-    return True

@@ -29,9 +29,10 @@ class Transformer(keras.Model):
     Token ids must be integers in `[0, vocab_size)` (`[0, target_vocab_size)` for the
     decoder). Calling the model, `encode` or `decode` on concrete inputs (NumPy arrays,
     eager tensors) raises a `ValueError` naming the first bad id, its position and the
-    vocabulary size; float ids raise on every input, symbolic ones included. Inside compiled
-    functions the values are not checked (`model.fit`, `evaluate` and `predict` on
-    TensorFlow and JAX, `tf.function`, `jax.jit`, `torch.compile`), and an out-of-range id
+    vocabulary size, and float ids raise naming their dtype. Inside compiled functions
+    (`model.fit`, `evaluate` and `predict` on TensorFlow and JAX, `tf.function`, `jax.jit`,
+    `torch.compile`) nothing is checked: float inputs are cast to int32 (Keras' data adapters
+    may feed integer data as floats), and an out-of-range id
     gives whatever the backend's gather gives: NaN embeddings on JAX, the last row (clamped)
     under XLA, an error from TensorFlow's CPU gather without XLA and from PyTorch (a device
     assert on CUDA), while negative ids wrap to the end of the vocabulary. `decode_step` is

@@ -39,10 +39,11 @@ def test_valid_ids_pass(ids):
         check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocab_size=10)
 
 
-def test_symbolic_inputs_skip_the_value_check_but_not_the_dtype_check():
+def test_symbolic_inputs_are_not_checked():
+    # Keras' own data adapters may feed integer data as floats (MirroredStrategy's
+    # `evaluate` does): in graphs the model's int32 cast applies, as before.
     check_token_ids(keras.KerasTensor((None, 4), dtype="int32"), vocab_size=10)
-    with pytest.raises(ValueError, match="dtype=float32"):
-        check_token_ids(keras.KerasTensor((None, 4), dtype="float32"), vocab_size=10)
+    check_token_ids(keras.KerasTensor((None, 4), dtype="float32"), vocab_size=10)
 
 
 def compiled(function, fullgraph=True):
@@ -68,9 +69,8 @@ def test_inside_compiled_functions_values_are_not_checked():
     # Out of range, but traced: no host round trip, no error (and no graph break on torch).
     out = compiled(run)(ops.convert_to_tensor(np.array([[3, 12]], "int32")))
     assert ops.convert_to_numpy(out).tolist() == [[4, 13]]
-    with pytest.raises(ValueError, match="ids.dtype=float32"):  # the dtype is static
-        # (On torch a raise inside `fullgraph=True` would surface as dynamo's own error.)
-        compiled(run, fullgraph=False)(ops.convert_to_tensor(np.array([[3.0]], "float32")))
+    out = compiled(run)(ops.convert_to_tensor(np.array([[3.0]], "float32")))
+    assert ops.convert_to_numpy(out).tolist() == [[4.0]]
 
 
 def test_docstring_example_runs():
