@@ -29,6 +29,10 @@ TOLERANCE = 1e-5  # losses and logits: float32 round-off of sums taken in anothe
 # worst element with MirroredStrategy + jit: 1.1e-5, where the weights moved by up to 0.3 and
 # the learning rate peaks at 0.088 (step 4): 5e-5 is under 1/1000 of one step.
 WEIGHT_TOLERANCE = 5e-5
+# Logits of the trained weights inherit the weights' difference: measured 2.06e-5 on an AVX2
+# machine (also at commit b8c08cd, before any change to the model or the strategy code), so
+# they get the weights' tolerance, not the round-off one.
+LOGITS_TOLERANCE = WEIGHT_TOLERANCE
 
 
 @pytest.mark.slow
@@ -43,7 +47,7 @@ def test_mirrored_strategy_equals_one_device():
     for jit in (0, 1):
         assert results[f"mirrored_jit{jit}_loss_diff"] < TOLERANCE, results
         assert results[f"mirrored_jit{jit}_weight_diff"] < WEIGHT_TOLERANCE, results
-        assert results[f"mirrored_jit{jit}_logits_diff"] < TOLERANCE, results
+        assert results[f"mirrored_jit{jit}_logits_diff"] < LOGITS_TOLERANCE, results
         assert results[f"dropout_jit{jit}_finite"], results
 
 
