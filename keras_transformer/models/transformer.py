@@ -93,7 +93,7 @@ class Transformer(keras.Model):
     ):
         target_vocab_size = vocab_size if target_vocab_size is None else target_vocab_size
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
-        validate_transformer_args(
+        sizes = dict(
             vocab_size=vocab_size,
             target_vocab_size=target_vocab_size,
             num_layers=num_layers,
@@ -101,6 +101,9 @@ class Transformer(keras.Model):
             d_model=d_model,
             num_heads=num_heads,
             ff_dim=ff_dim,
+        )
+        validate_transformer_args(
+            **sizes,
             dropout=dropout,
             attention_dropout=attention_dropout,
             activation=activation,
@@ -108,18 +111,7 @@ class Transformer(keras.Model):
             share_embeddings=share_embeddings,
             layer_norm_epsilon=layer_norm_epsilon,
         )
-        _check_weight_memory(
-            dtype=kwargs.get("dtype"),
-            norm_first=norm_first,
-            share_embeddings=share_embeddings,
-            vocab_size=vocab_size,
-            target_vocab_size=target_vocab_size,
-            num_layers=num_layers,
-            num_decoder_layers=num_decoder_layers,
-            d_model=d_model,
-            num_heads=num_heads,
-            ff_dim=ff_dim,
-        )
+        _check_weight_memory(kwargs.get("dtype"), norm_first, share_embeddings, **sizes)
         dtype = kwargs.pop("dtype", None)
         block_args = dict(
             num_heads=num_heads,
@@ -347,7 +339,8 @@ def _physical_memory_bytes():
 
 def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
     """Refuses sizes (from a constructor call or a `.keras` file's configuration) whose weights
-    could not fit in this machine's memory, before anything is allocated.
+    could not fit in this machine's memory, before anything is allocated. The sizes are
+    already checked (`validate_transformer_args`): positive ints.
 
     Args:
         dtype: the model's `dtype` argument (`None`: the global policy).
@@ -356,9 +349,6 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
         **sizes: `vocab_size`, `target_vocab_size`, `num_layers`, `num_decoder_layers`,
             `d_model`, `num_heads` and `ff_dim`.
     """
-    for arg, val in sizes.items():
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"`{arg}` must be a positive int. Received: {arg}={val!r}")
     d_model, ff_dim = sizes["d_model"], sizes["ff_dim"]
     attention = 4 * d_model * d_model + 4 * d_model  # query, key, value, output (+ biases)
     feed_forward = 2 * d_model * ff_dim + ff_dim + d_model
