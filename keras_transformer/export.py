@@ -112,6 +112,9 @@ def export_saved_model(
     serve = make_serving_function(translator, beam_size, float(alpha), jit_compile)
     archive = keras.export.ExportArchive()
     archive.track(translator.model)
+    for tokenizer in (translator.tokenizer, translator.target_tokenizer):
+        if tokenizer is not None:
+            archive.track(tokenizer)  # The resources of its ops (the SentencePiece model).
     archive.add_endpoint(
         name=SIGNATURE_NAME,
         fn=serve,

@@ -27,6 +27,7 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.datasets.sword_bible": ("data",),
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.text": ("tensorflow",),
+    "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),
 }
 # A backend module is imported only by code that runs under that `KERAS_BACKEND`, which needs

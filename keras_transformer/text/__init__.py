@@ -1,4 +1,5 @@
-"""Tokenizers: a reversible WordPiece `Tokenizer` layer and `train_tokenizer`.
+"""Tokenizers: WordPiece (`Tokenizer`, `train_tokenizer`) and SentencePiece
+(`SentencePieceTokenizer`, `train_sentencepiece`) layers.
 
 Importing this package does not import TensorFlow: TensorFlow and tensorflow-text are imported
 lazily, when a tokenizer is trained or first used.
@@ -6,6 +7,7 @@ lazily, when a tokenizer is trained or first used.
 
 from keras_transformer.text.normalization import normalize, normalize_text
 from keras_transformer.text.preprocessor import TranslationPreprocessor
+from keras_transformer.text.sentencepiece import SentencePieceTokenizer, train_sentencepiece
 from keras_transformer.text.tokenizer import (
     END_TOKEN,
     PAD_TOKEN,
@@ -21,10 +23,12 @@ __all__ = [
     "PAD_TOKEN",
     "RESERVED_TOKENS",
     "START_TOKEN",
+    "SentencePieceTokenizer",
     "UNK_TOKEN",
     "Tokenizer",
     "TranslationPreprocessor",
     "normalize",
     "normalize_text",
+    "train_sentencepiece",
     "train_tokenizer",
 ]

@@ -66,6 +66,22 @@ def normalize(strings, lowercase=False, strip_accents=False):
     return collapse_spaces(strings)
 
 
+def normalized_batches(sentences, lowercase=False, strip_accents=False, batch_size=4096):
+    """Yields `normalize(batch)` for consecutive batches of a list of str (string tensors).
+
+    Args:
+        sentences: list of str.
+        lowercase: bool. Defaults to `False`.
+        strip_accents: bool. Defaults to `False`.
+        batch_size: int. Sentences per TensorFlow call. Defaults to `4096`.
+    """
+    import tensorflow as tf
+
+    for index in range(0, len(sentences), batch_size):
+        batch = tf.constant(sentences[index : index + batch_size], dtype=tf.string)
+        yield normalize(batch, lowercase, strip_accents)
+
+
 def collapse_spaces(strings):
     """Collapses runs of spaces to one space and strips leading and trailing spaces."""
     import tensorflow as tf

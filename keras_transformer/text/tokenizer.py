@@ -119,7 +119,7 @@ class Tokenizer(keras.layers.Layer):
 
     def set_vocabulary(self, vocabulary):
         """Sets the vocabulary from a list of tokens or a file with one token per line."""
-        self._wordpiece = None
+        self._tf_tokenizer = None  # tensorflow-text's, built on first use
         self._unknown_char_regex = None
         if vocabulary is None:
             self._vocabulary = None
@@ -205,16 +205,21 @@ class Tokenizer(keras.layers.Layer):
         scalar = inputs.shape.rank == 0
         if scalar:
             inputs = inputs[tf.newaxis]
-        text = self.normalize(inputs)
+        ids = self._tokenize_normalized(self.normalize(inputs))  # (batch, pieces)
+        if scalar:
+            return ids[0]
+        return ids
+
+    def _tokenize_normalized(self, text):
+        """Normalized strings `(batch,)` to ragged ids `(batch, pieces)`."""
+        import tensorflow as tf
+
         # Characters the vocabulary lacks become words of their own, so that they, and not the
         # whole word around them, map to [UNK].
         text = collapse_spaces(tf.strings.regex_replace(text, self._unknown_char_regex, r" \0 "))
         words = tf.strings.split(text, sep=" ")  # (batch, words)
-        ids = self._wordpiece.tokenize(words)  # (batch, words, pieces)
-        ids = ids.merge_dims(-2, -1)  # (batch, pieces)
-        if scalar:
-            return ids[0]
-        return ids
+        ids = self._tf_tokenizer.tokenize(words)  # (batch, words, pieces)
+        return ids.merge_dims(-2, -1)  # (batch, pieces)
 
     def detokenize(self, ids):
         """Ids to text. `[PAD]` and `[START]` are dropped, and so is everything from `[END]` on.
@@ -244,36 +249,44 @@ class Tokenizer(keras.layers.Layer):
             & tf.not_equal(ids, self.start_id)
         )
         ids = tf.ragged.boolean_mask(ids, keep)  # (batch, None)
-        text = self._wordpiece.detokenize(ids)  # (batch,)
+        text = self._detokenize_pieces(ids)  # (batch,)
         if scalar:
             return text[0]
         return text
 
+    def _detokenize_pieces(self, ids):
+        """Ragged int32 ids `(batch, None)` without special tokens to strings `(batch,)`."""
+        return self._tf_tokenizer.detokenize(ids)
+
     def _maybe_build_tf(self):
         """Builds the tf-text tokenizer once, eagerly (also when first called in a trace)."""
         self._check_vocabulary()
-        if self._wordpiece is not None:
+        if self._tf_tokenizer is not None:
             return
+        import tensorflow as tf
+
+        with tf.init_scope():
+            self._tf_tokenizer = self._make_tf_tokenizer()
+
+    def _make_tf_tokenizer(self):
         import tensorflow as tf
         import tensorflow_text as tf_text
 
-        with tf.init_scope():
-            wordpiece = tf_text.FastWordpieceTokenizer(
-                vocab=list(self._vocabulary),
-                suffix_indicator=SUFFIX_INDICATOR,
-                max_bytes_per_word=self.max_bytes_per_word,
-                token_out_type=tf.int32,
-                unknown_token=UNK_TOKEN,
-                no_pretokenization=True,
-                support_detokenization=True,
-            )
         characters = sorted(
             {token for token in self._vocabulary if len(token) == 1 and token != " "}
         )
         self._unknown_char_regex = (
             "[^ " + "".join(f"\\x{{{ord(char):x}}}" for char in characters) + "]"
         )
-        self._wordpiece = wordpiece
+        return tf_text.FastWordpieceTokenizer(
+            vocab=list(self._vocabulary),
+            suffix_indicator=SUFFIX_INDICATOR,
+            max_bytes_per_word=self.max_bytes_per_word,
+            token_out_type=tf.int32,
+            unknown_token=UNK_TOKEN,
+            no_pretokenization=True,
+            support_detokenization=True,
+        )
 
     def _check_vocabulary(self):
         if self._vocabulary is None:
@@ -310,31 +323,37 @@ class Tokenizer(keras.layers.Layer):
             # path without assets must not hide why the asset that was found is refused.
             raise ValueError(
                 self._asset_error
-                or f"The `.keras` file holds no `{VOCABULARY_FILENAME}` asset for the "
+                or f"The `.keras` file holds no `{self._asset_filename}` asset for the "
                 f"tokenizer {self.name!r}; it cannot be loaded without its vocabulary."
             )
         expected, argument = self._expected_vocabulary_size or (None, None)
-        path = os.path.join(dir_path, VOCABULARY_FILENAME)
+        path = os.path.join(dir_path, self._asset_filename)
         try:
-            vocabulary = _read_vocabulary_file(
-                path,
-                follow_symlinks=False,
-                max_tokens=MAX_VOCABULARY_SIZE if expected is None else expected,
+            vocabulary, size = self._read_asset(
+                path, max_tokens=MAX_VOCABULARY_SIZE if expected is None else expected
             )
-            if expected is not None and len(vocabulary) != expected:
+            if expected is not None and size != expected:
                 raise ValueError(
-                    f"it has {len(vocabulary)} tokens. Received: "
-                    f"vocabulary_size={len(vocabulary)}, {argument}={expected}"
+                    f"it has {size} tokens. Received: "
+                    f"vocabulary_size={size}, {argument}={expected}"
                 )
             self.set_vocabulary(vocabulary)
         except (ValueError, OSError) as error:
             needed = "" if expected is None else f" for the model's {argument}={expected}"
             self._asset_error = (
-                f"The `{VOCABULARY_FILENAME}` asset of the tokenizer {self.name!r} is not a "
+                f"The `{self._asset_filename}` asset of the tokenizer {self.name!r} is not a "
                 f"valid vocabulary{needed}: {error}"
             )
             raise ValueError(self._asset_error) from None
         self._asset_error = None
+
+    _asset_filename = VOCABULARY_FILENAME
+
+    def _read_asset(self, path, max_tokens):
+        """`(vocabulary, number of tokens)` of the asset file at `path`: a bounded read that
+        never follows a link; `set_vocabulary` takes the vocabulary."""
+        vocabulary = _read_vocabulary_file(path, follow_symlinks=False, max_tokens=max_tokens)
+        return vocabulary, len(vocabulary)
 
     def get_config(self):
         config = super().get_config()
@@ -387,25 +406,12 @@ def _read_vocabulary_file(path, follow_symlinks=True, max_tokens=MAX_VOCABULARY_
     Returns:
         A list of str.
     """
-    path = os.fspath(path)
-    status = os.stat(path) if follow_symlinks else os.lstat(path)
-    if not stat.S_ISREG(status.st_mode):
-        # Devices, pipes and (for assets) links could stream without end or point elsewhere.
-        raise ValueError(f"The vocabulary file must be a regular file. Received: path={path!r}")
     # At most 1 KiB a token on average (real tokens are words or pieces of words).
     limit = min(MAX_VOCABULARY_BYTES, 1024 * (max_tokens + 1))
-    if status.st_size > limit:
-        raise ValueError(
-            f"The vocabulary file is too large: {status.st_size} bytes, more than {limit} "
-            f"for at most {max_tokens} tokens. Received: path={path!r}"
-        )
-    with open(path, "rb") as file:
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(
-            f"The vocabulary file is too large: more than {limit} bytes for at most "
-            f"{max_tokens} tokens. Received: path={path!r}"
-        )
+    data = read_bounded_file(
+        path, limit, follow_symlinks, "vocabulary file", f"for at most {max_tokens} tokens"
+    )
+    path = os.fspath(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -422,6 +428,39 @@ def _read_vocabulary_file(path, follow_symlinks=True, max_tokens=MAX_VOCABULARY_
             f"Received: path={path!r}"
         )
     return lines
+
+
+def read_bounded_file(path, limit, follow_symlinks, what, reason=""):
+    """The bytes of a regular file of at most `limit` bytes (checked before and while reading).
+
+    Args:
+        path: str or `os.PathLike`.
+        limit: int. Largest accepted size in bytes.
+        follow_symlinks: bool. `False` refuses a symbolic link (a `.keras` asset is never one).
+        what: str. What the file is, for the error messages (`"vocabulary file"`).
+        reason: str. Why `limit`, for the error messages. Defaults to `""`.
+
+    Returns:
+        bytes.
+    """
+    path = os.fspath(path)
+    status = os.stat(path) if follow_symlinks else os.lstat(path)
+    if not stat.S_ISREG(status.st_mode):
+        # Devices, pipes and (for assets) links could stream without end or point elsewhere.
+        raise ValueError(f"The {what} must be a regular file. Received: path={path!r}")
+    reason = f" {reason}" if reason else ""
+    if status.st_size > limit:
+        raise ValueError(
+            f"The {what} is too large: {status.st_size} bytes, more than {limit}{reason}. "
+            f"Received: path={path!r}"
+        )
+    with open(path, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:  # It grew while being read.
+        raise ValueError(
+            f"The {what} is too large: more than {limit} bytes{reason}. Received: path={path!r}"
+        )
+    return data
 
 
 def _short_repr(value, limit=60):

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 
-from keras_transformer.text.normalization import normalize
+from keras_transformer.text.normalization import normalized_batches
 from keras_transformer.text.tokenizer import RESERVED_TOKENS, SUFFIX_INDICATOR, Tokenizer
 
 logger = logging.getLogger("keras_transformer")
@@ -84,16 +84,7 @@ def train_tokenizer(
             f"Unknown keyword arguments {unknown}; expected some of {list(LEARN_ARGUMENTS)}. "
             f"Received: {learn_kwargs}"
         )
-    if not isinstance(vocabulary_size, int) or vocabulary_size < len(RESERVED_TOKENS) + 2:
-        raise ValueError(
-            f"`vocabulary_size` must be an int >= {len(RESERVED_TOKENS) + 2}. "
-            f"Received: vocabulary_size={vocabulary_size}"
-        )
-    if isinstance(sentences, str):
-        raise ValueError(
-            "`sentences` must be an iterable of strings, not one string. "
-            f"Received: sentences={sentences[:50]!r}"
-        )
+    check_training_arguments(sentences, vocabulary_size)
     reserved = list(RESERVED_TOKENS)
     for token in reserved_tokens or ():
         if token not in reserved:
@@ -102,15 +93,9 @@ def train_tokenizer(
     start = time.perf_counter()
     sentences = list(sentences)
 
-    def word_batches():
-        for index in range(0, len(sentences), batch_size):
-            batch = tf.constant(sentences[index : index + batch_size], dtype=tf.string)
-            words = tf.strings.split(normalize(batch, lowercase, strip_accents), sep=" ")
-            yield words.flat_values.numpy()
-
     word_counts = collections.Counter()
-    for words in word_batches():
-        word_counts.update(words.tolist())
+    for batch in normalized_batches(sentences, lowercase, strip_accents, batch_size):
+        word_counts.update(tf.strings.split(batch, sep=" ").flat_values.numpy().tolist())
     word_counts.pop(b"", None)
     word_counts = {word.decode("utf-8"): count for word, count in word_counts.items()}
     if not word_counts:
@@ -153,6 +138,25 @@ def train_tokenizer(
         time.perf_counter() - start,
     )
     return tokenizer
+
+
+def check_training_arguments(sentences, vocabulary_size):
+    """Raises `ValueError` unless `sentences` is an iterable of str (not one str) and
+    `vocabulary_size` an int with room for the reserved tokens and two more."""
+    if (
+        isinstance(vocabulary_size, bool)
+        or not isinstance(vocabulary_size, int)
+        or vocabulary_size < len(RESERVED_TOKENS) + 2
+    ):
+        raise ValueError(
+            f"`vocabulary_size` must be an int >= {len(RESERVED_TOKENS) + 2}. "
+            f"Received: vocabulary_size={vocabulary_size}"
+        )
+    if isinstance(sentences, str):
+        raise ValueError(
+            "`sentences` must be an iterable of strings, not one string. "
+            f"Received: sentences={sentences[:50]!r}"
+        )
 
 
 def _learn(learner, word_counts, vocabulary_size, reserved, joiner, learn_kwargs):

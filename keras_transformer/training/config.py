@@ -34,6 +34,7 @@ from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
 from keras_transformer.hyperparameters import validate_transformer_args
 
 DATASETS = ("number_words", "sword_bible", "tsv")
+TOKENIZERS = ("wordpiece", "sentencepiece")
 PRESETS = ("", *MODEL_PRESETS)
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
@@ -71,8 +72,16 @@ class DataConfig:
             `read_tsv`). Defaults to `{}`.
         num_validation: int. Validation pairs (BLEU during training). Defaults to `1000`.
         num_test: int. Test pairs (the final evaluation). Defaults to `1000`.
-        vocabulary_size: int. Size of the shared WordPiece vocabulary, trained on both sides
-            of the training pairs (paper: a shared vocabulary of about 37,000 tokens).
+        tokenizer: str. `"wordpiece"` (`keras_transformer.text.train_tokenizer`) or
+            `"sentencepiece"` (`keras_transformer.text.train_sentencepiece`, a unigram model;
+            needs the `sentencepiece` package). Defaults to `"wordpiece"`.
+        sentencepiece_model: str. With `tokenizer = "sentencepiece"`: the path of an existing
+            `.model` file to use instead of training one (`vocabulary_size` is then the
+            model's). Defaults to `""`.
+        sentencepiece_type: str. `"unigram"` or `"bpe"`, the SentencePiece model trained.
+            Defaults to `"unigram"`.
+        vocabulary_size: int. Size of the shared vocabulary, trained on both sides of the
+            training pairs (paper: a shared vocabulary of about 37,000 tokens).
             Defaults to `37000`.
         lowercase: bool. Lower-case the text before tokenizing. Defaults to `False`.
         max_length: int. Longest kept sequence in tokens, `[START]`/`[END]` included; longer
@@ -90,6 +99,9 @@ class DataConfig:
     options: dict = dataclasses.field(default_factory=dict)
     num_validation: int = 1000
     num_test: int = 1000
+    tokenizer: str = "wordpiece"
+    sentencepiece_model: str = ""
+    sentencepiece_type: str = "unigram"
     vocabulary_size: int = 37000
     lowercase: bool = False
     max_length: int = 128
@@ -410,6 +422,13 @@ class TrainingConfig:
         data, model, training = self.data, self.model, self.training
         evaluation, distribution = self.evaluation, self.distribution
         _check_choice("data.dataset", data.dataset, DATASETS)
+        _check_choice("data.tokenizer", data.tokenizer, TOKENIZERS)
+        _check_choice("data.sentencepiece_type", data.sentencepiece_type, ("unigram", "bpe"))
+        if data.sentencepiece_model and data.tokenizer != "sentencepiece":
+            raise ConfigError(
+                "`data.sentencepiece_model` needs `data.tokenizer = 'sentencepiece'`. "
+                f"Received: data.tokenizer={data.tokenizer!r}"
+            )
         if data.dataset == "tsv" and not data.path:
             raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
         _check_choice("model.preset", model.preset, PRESETS)

@@ -4,7 +4,7 @@ The run writes everything under `config.output_dir`:
 
 ```
 config.json             the resolved configuration
-tokenizer.json          the shared WordPiece vocabulary (reused when the run resumes)
+tokenizer.json          the shared vocabulary (reused when the run resumes)
 backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
 checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
 logs/                   TensorBoard (train/ and validation/)
@@ -493,6 +493,10 @@ def load_or_train_tokenizer(path, pairs, data, is_chief=True):
     from keras_transformer.text import Tokenizer, train_tokenizer
 
     saved = read_json(path)
+    if data.tokenizer == "sentencepiece":
+        from keras_transformer.training.tokenizers import load_or_train_sentencepiece
+
+        return load_or_train_sentencepiece(path, saved, pairs, data, is_chief)
     if saved:
         config = {key: value for key, value in saved["config"].items() if key != "vocabulary"}
         return Tokenizer.from_config({**config, "vocabulary": saved["vocabulary"]})
