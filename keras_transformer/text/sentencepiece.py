@@ -96,7 +96,9 @@ class SentencePieceTokenizer(Tokenizer):
 
     def __init__(self, proto=None, lowercase=False, strip_accents=False, **kwargs):
         self._proto = None
-        super().__init__(vocabulary=None, lowercase=lowercase, strip_accents=strip_accents, **kwargs)
+        super().__init__(
+            vocabulary=None, lowercase=lowercase, strip_accents=strip_accents, **kwargs
+        )
         self.set_proto(proto)
 
     # Model ----------------------------------------------------------------------------------
@@ -155,9 +157,14 @@ class SentencePieceTokenizer(Tokenizer):
         import tensorflow as tf
         import tensorflow_text as tf_text
 
-        return tf_text.SentencepieceTokenizer(
+        tokenizer = tf_text.SentencepieceTokenizer(
             model=self._proto, out_type=tf.int32, add_bos=False, add_eos=False
         )
+        # tf-text's model resource belongs to the op's kernel, which
+        # `keras.backend.clear_session()` deletes (clearing TensorFlow's kernel cache) while
+        # this tokenizer still holds its handle; a resource under a shared name outlives it.
+        tokenizer._model_resource = _shared_model_resource(self._proto)
+        return tokenizer
 
     def _check_vocabulary(self):
         if self._proto is None:
@@ -199,6 +206,27 @@ class SentencePieceTokenizer(Tokenizer):
                 f"Received: proto={_short_repr(proto)}"
             )
         return cls(**config)
+
+
+def _shared_model_resource(proto):
+    """The SentencePiece op's resource for `proto`, under a name derived from its bytes (the
+    same model shares one resource, also across loaded SavedModels)."""
+    import hashlib
+
+    import tensorflow as tf
+    from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+    class SharedModelResource(tf.saved_model.experimental.TrackableResource):
+        def __init__(self, model):
+            super().__init__()
+            self._model = model
+            _ = self.resource_handle  # Creates the resource.
+
+        def _create_resource(self):
+            name = "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()
+            return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model, shared_name=name)
+
+    return SharedModelResource(proto)
 
 
 def canonical_proto(data, max_pieces=MAX_VOCABULARY_SIZE):
@@ -249,17 +277,18 @@ def canonical_proto(data, max_pieces=MAX_VOCABULARY_SIZE):
         ("bos", spec.bos_id, START_TOKEN),
         ("eos", spec.eos_id, END_TOKEN),
     ):
-        if 0 <= index < len(pieces) and pieces[index].type in (_UNKNOWN, _CONTROL):
-            reserved.append(index)
-        elif default in names:
-            raise ValueError(
-                f"The SentencePiece model has no {kind} piece, and its piece {default!r} is "
-                f"not a control piece. Received: {kind}_id={index}"
-            )
-        else:
-            piece = pieces.add(piece=default, score=0.0, type=_CONTROL)
-            names.append(piece.piece)
-            reserved.append(len(pieces) - 1)
+        if kind != "unk" and not (0 <= index < len(pieces) and pieces[index].type == _CONTROL):
+            # No such piece (SentencePiece's default has no padding): take or add `default`.
+            if default not in names:
+                pieces.add(piece=default, score=0.0, type=_CONTROL)
+                names.append(default)
+            index = names.index(default)
+            if pieces[index].type != _CONTROL:
+                raise ValueError(
+                    f"The SentencePiece model has no {kind} piece, and its piece {default!r} "
+                    f"is not a control piece. Received: {kind}_id={getattr(spec, kind + '_id')}"
+                )
+        reserved.append(index)
     if len(set(reserved)) != len(reserved):
         raise ValueError(
             "The SentencePiece model's pad, unk, bos and eos pieces must be distinct. "
@@ -270,7 +299,7 @@ def canonical_proto(data, max_pieces=MAX_VOCABULARY_SIZE):
             f"A SentencePiece model must have at most {max_pieces} pieces (reserved pieces "
             f"included). Received: {len(pieces)} pieces"
         )
-    order = reserved + [index for index in range(len(pieces)) if index not in set(reserved)]
+    order = reserved + sorted(set(range(len(pieces))) - set(reserved))
     names = [names[index] for index in order]
     ids = (spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id)
     specified = (spec.pad_piece, spec.unk_piece, spec.bos_piece, spec.eos_piece)
@@ -294,6 +323,7 @@ def train_sentencepiece(
     strip_accents=False,
     character_coverage=1.0,
     byte_fallback=False,
+    max_sentences=None,
     batch_size=4096,
     **trainer_kwargs,
 ):
@@ -319,6 +349,9 @@ def train_sentencepiece(
             covers; rarer characters map to `[UNK]`. Defaults to `1.0`.
         byte_fallback: bool. Spell unknown characters as UTF-8 byte pieces instead of `[UNK]`
             (adds 256 pieces). Defaults to `False`.
+        max_sentences: int. Train on at most this many sentences, evenly spaced over the
+            corpus (SentencePiece's authors sample about a million from large corpora).
+            Defaults to `None`: all.
         batch_size: int. Sentences normalized per TensorFlow call. Defaults to `4096`.
         **trainer_kwargs: other `SentencePieceTrainer.train` options (e.g.
             `max_sentencepiece_length`, `split_digits`); the reserved ids, normalization and
@@ -364,6 +397,18 @@ def train_sentencepiece(
     }
     start = time.perf_counter()
     sentences = list(sentences)
+    if max_sentences is not None:
+        if (
+            isinstance(max_sentences, bool)
+            or not isinstance(max_sentences, int)
+            or max_sentences < 1
+        ):
+            raise ValueError(
+                f"`max_sentences` must be a positive int. Received: max_sentences={max_sentences!r}"
+            )
+        if len(sentences) > max_sentences:
+            step = len(sentences) / max_sentences
+            sentences = [sentences[int(index * step)] for index in range(max_sentences)]
 
     def normalized():
         for batch in normalized_batches(sentences, lowercase, strip_accents, batch_size):

@@ -73,13 +73,14 @@ class DataConfig:
         num_validation: int. Validation pairs (BLEU during training). Defaults to `1000`.
         num_test: int. Test pairs (the final evaluation). Defaults to `1000`.
         tokenizer: str. `"wordpiece"` (`keras_transformer.text.train_tokenizer`) or
-            `"sentencepiece"` (`keras_transformer.text.train_sentencepiece`, a unigram model;
-            needs the `sentencepiece` package). Defaults to `"wordpiece"`.
+            `"sentencepiece"` (`keras_transformer.text.train_sentencepiece`, a unigram model by
+            default; needs the `sentencepiece` package). Defaults to `"wordpiece"`.
         sentencepiece_model: str. With `tokenizer = "sentencepiece"`: the path of an existing
             `.model` file to use instead of training one (`vocabulary_size` is then the
             model's). Defaults to `""`.
-        sentencepiece_type: str. `"unigram"` or `"bpe"`, the SentencePiece model trained.
-            Defaults to `"unigram"`.
+        sentencepiece_options: dict. Extra keyword arguments of `train_sentencepiece`
+            (`model_type = "bpe"`, `max_sentences`, `character_coverage`, ...). Defaults to
+            `{}`.
         vocabulary_size: int. Size of the shared vocabulary, trained on both sides of the
             training pairs (paper: a shared vocabulary of about 37,000 tokens).
             Defaults to `37000`.
@@ -101,7 +102,7 @@ class DataConfig:
     num_test: int = 1000
     tokenizer: str = "wordpiece"
     sentencepiece_model: str = ""
-    sentencepiece_type: str = "unigram"
+    sentencepiece_options: dict = dataclasses.field(default_factory=dict)
     vocabulary_size: int = 37000
     lowercase: bool = False
     max_length: int = 128
@@ -423,11 +424,10 @@ class TrainingConfig:
         evaluation, distribution = self.evaluation, self.distribution
         _check_choice("data.dataset", data.dataset, DATASETS)
         _check_choice("data.tokenizer", data.tokenizer, TOKENIZERS)
-        _check_choice("data.sentencepiece_type", data.sentencepiece_type, ("unigram", "bpe"))
-        if data.sentencepiece_model and data.tokenizer != "sentencepiece":
+        if (data.sentencepiece_model or data.sentencepiece_options) and data.tokenizer != "sentencepiece":
             raise ConfigError(
-                "`data.sentencepiece_model` needs `data.tokenizer = 'sentencepiece'`. "
-                f"Received: data.tokenizer={data.tokenizer!r}"
+                "`data.sentencepiece_model` and `data.sentencepiece_options` need "
+                f"`data.tokenizer = 'sentencepiece'`. Received: data.tokenizer={data.tokenizer!r}"
             )
         if data.dataset == "tsv" and not data.path:
             raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")

@@ -19,7 +19,7 @@ def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
         saved: dict or `None`. What `path` holds.
         pairs: list of `(source, target)` training pairs.
         data: `DataConfig` (`vocabulary_size`, `lowercase`, `sentencepiece_model`,
-            `sentencepiece_type`).
+            `sentencepiece_options`).
         is_chief: bool. Whether this process writes `path`. Defaults to `True`.
 
     Returns:
@@ -42,8 +42,8 @@ def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
         tokenizer = train_sentencepiece(
             [text for pair in pairs for text in pair],
             vocabulary_size=data.vocabulary_size,
-            model_type=data.sentencepiece_type,
             lowercase=data.lowercase,
+            **data.sentencepiece_options,
         )
     if is_chief:
         write_json(
