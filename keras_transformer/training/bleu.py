@@ -6,7 +6,7 @@ import time
 
 import keras
 
-from keras_transformer.training.distribution import sync_model_state
+from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
 

@@ -5,7 +5,7 @@ import time
 
 import keras
 
-from keras_transformer.training.distribution import all_processes_agree
+from keras_transformer.training.strategy import all_processes_agree
 
 logger = logging.getLogger("keras_transformer")
 
