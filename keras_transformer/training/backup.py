@@ -20,6 +20,7 @@ and on restart it resumes at the start of the interrupted epoch, redoing its ste
 import logging
 import os
 import re
+import shutil
 
 import keras
 
@@ -171,8 +172,6 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
     def delete(self):
         """Deletes the backup (a finished run does not need it)."""
         if self.is_chief and os.path.isdir(self.backup_dir):
-            import shutil
-
             shutil.rmtree(self.backup_dir, ignore_errors=True)
         self._saved_step = self._restored_step = None
 

@@ -258,16 +258,21 @@ def initialize_jax_processes(
     logger.info("JAX process %d of %d initialized.", jax.process_index(), jax.process_count())
 
 
+def process_count():
+    """The processes taking part in training: `jax.process_count()` on JAX, `1` elsewhere."""
+    if keras.backend.backend() != "jax":
+        return 1
+    import jax
+
+    return jax.process_count()
+
+
 def all_processes_agree(flag):
     """Process 0's boolean, on every process (JAX multi-process); `flag` itself otherwise.
 
     Every process must call it at the same point (it is a collective).
     """
-    if keras.backend.backend() != "jax":
-        return bool(flag)
-    import jax
-
-    if jax.process_count() == 1:
+    if process_count() == 1:
         return bool(flag)
     from jax.experimental import multihost_utils
 
