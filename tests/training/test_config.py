@@ -65,6 +65,8 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"distribution": {"num_processes": 2, "process_id": 2, "coordinator_address": "a:1"}},
          "distribution.process_id=2"),
         ({"data": {"dataset": "tsv"}}, "data.path"),
+        ({"data": {"tokenizer": "bpe"}}, "data.tokenizer='bpe'"),
+        ({"data": {"sentencepiece_model": "a.model"}}, "data.tokenizer='wordpiece'"),
         # Every section is checked, types first: no TypeError from a comparison.
         ({"model": {"dropout": "high"}}, "model.dropout='high'"),
         ({"model": {"dropout": -0.1}}, "model.dropout=-0.1"),
