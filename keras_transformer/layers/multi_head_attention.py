@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer import _backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import ensure_attendable, large_negative_number, merge_masks
+from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -162,7 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if key_mask is None:
             key_mask = value_mask
-        query_heads = self._split_heads(self.query_dense(query), self._key_dim)  # (b, q, h, dk)
+        query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
         q_len = ops.shape(query)[1]
         query_offset = 0
         if cache is not None and cache_index is None:
@@ -173,8 +174,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 raise ValueError("`value` is required unless a precomputed `cache` is given.")
             if key is None:
                 key = value
-            key_heads = self._split_heads(self.key_dense(key), self._key_dim)  # (b, k, h, dk)
-            value_heads = self._split_heads(self.value_dense(value), self._value_dim)
+            key_heads = self._split_heads(call_sublayer(self.key_dense, key), self._key_dim)  # (b, k, h, dk)
+            value_heads = self._split_heads(call_sublayer(self.value_dense, value), self._value_dim)
             if cache is not None:
                 index = ops.cast(cache_index, "int32")
                 zero = ops.zeros((), "int32")
@@ -220,7 +221,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )  # (batch, q_len, heads, value_dim)
         batch = ops.shape(outputs)[0]
         outputs = ops.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
-        outputs = self.output_dense(outputs)  # (batch, q_len, query_dim)
+        outputs = call_sublayer(self.output_dense, outputs)  # (batch, q_len, query_dim)
         results = (outputs,)
         if return_attention_scores:
             results += (scores,)
@@ -243,7 +244,7 @@ class MultiHeadAttention(keras.layers.Layer):
             logits = ops.where(mask, logits, large_negative_number("float32"))
         probs = ops.softmax(logits, axis=-1)
         probs = ops.cast(probs, query_heads.dtype)
-        dropped = self.dropout_layer(probs, training=training)
+        dropped = call_sublayer(self.dropout_layer, probs, training=training)
         outputs = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)  # (b, q, h, dv)
         return outputs, probs
 
