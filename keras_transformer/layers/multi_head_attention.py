@@ -11,6 +11,17 @@ from keras_transformer.layers.masking import ensure_attendable, large_negative_n
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
+def _update_cache(cache, index, heads):
+    """`cache` `(batch, max_len, heads, dim)` with `heads` `(batch, q_len, heads, dim)`
+    written at positions `index .. index + q_len - 1` (a new tensor)."""
+    heads = ops.cast(heads, cache.dtype)
+    updated = _backend.update_cache(cache, index, heads)
+    if updated is not None:
+        return updated
+    zero = ops.zeros((), "int32")
+    return ops.slice_update(cache, [zero, index, zero, zero], heads)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with an optional key/value cache.
@@ -178,21 +189,17 @@ class MultiHeadAttention(keras.layers.Layer):
             value_heads = self._split_heads(call_sublayer(self.value_dense, value), self._value_dim)
             if cache is not None:
                 index = ops.cast(cache_index, "int32")
-                zero = ops.zeros((), "int32")
-                start = [zero, index, zero, zero]
-                key_heads = ops.slice_update(
-                    cache["key"], start, ops.cast(key_heads, cache["key"].dtype)
-                )
-                value_heads = ops.slice_update(
-                    cache["value"], start, ops.cast(value_heads, cache["value"].dtype)
-                )
+                key_heads = _update_cache(cache["key"], index, key_heads)
+                value_heads = _update_cache(cache["value"], index, value_heads)
                 cache = {"key": key_heads, "value": value_heads}
                 query_offset = index
-                # Only positions written so far are valid keys.
-                max_len = ops.shape(key_heads)[1]
-                written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
-                written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
-                key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+                if not use_causal_mask:
+                    # Only positions written so far are valid keys (the causal mask, which
+                    # allows keys up to index + q_len - 1, implies it).
+                    max_len = ops.shape(key_heads)[1]
+                    written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
+                    written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
+                    key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
         k_len = ops.shape(key_heads)[1]
         mask = merge_masks(
             q_len,
@@ -202,7 +209,9 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
             query_offset=query_offset,
         )
-        mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
+        if key_mask is not None or attention_mask is not None or not use_causal_mask:
+            # A causal mask alone always allows key 0.
+            mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
         use_dropout = bool(training) and self.dropout > 0
         scores = None
         # The fused kernels need equal key and value head sizes on some backends.
