@@ -139,6 +139,30 @@ def _torch_dropout(inputs, rate, seed_generator):
     return inputs.div(keep).mul_(mask)
 
 
+# === Decoding ===
+def update_cache(cache, index, updates):
+    """`cache` with `updates` written along axis 1 from position `index`, or `None`.
+
+    PyTorch: one out-of-place `index_copy` (Keras' `slice_update` with a tensor start builds
+    index grids and scatters: about ten small operations per cache and step).
+
+    Args:
+        cache: `(batch, max_length, ...)` tensor.
+        index: int32 scalar tensor, the first position written.
+        updates: `(batch, length, ...)` tensor of the cache's dtype.
+
+    Returns:
+        A new tensor on PyTorch (the input cache is left as it was); `None` elsewhere, where
+        the caller uses `keras.ops.slice_update` (XLA updates in place).
+    """
+    if keras.backend.backend() != "torch":
+        return None
+    import torch
+
+    positions = torch.arange(updates.shape[1], device=cache.device) + index
+    return cache.index_copy(1, positions, updates)
+
+
 # === Cross-entropy ===
 def smoothed_cross_entropy(logits, labels, label_smoothing):
     """Fused label-smoothed cross-entropy from logits, or `None`.

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers.encoder_block import _ResidualBlock
+from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -94,7 +95,8 @@ class DecoderBlock(_ResidualBlock):
             raise ValueError("`cache_index` is required when `cache` is given.")
 
         def self_attend(y):
-            return self.self_attention(
+            return call_sublayer(
+                self.self_attention,
                 y,
                 y,
                 query_mask=padding_mask,
@@ -106,7 +108,8 @@ class DecoderBlock(_ResidualBlock):
             )
 
         def cross_attend(y):
-            return self.cross_attention(
+            return call_sublayer(
+                self.cross_attention,
                 y,
                 context,
                 query_mask=padding_mask,

@@ -1,11 +1,14 @@
 """One encoder layer (paper §3.1): self-attention and feed-forward sub-layers."""
 
+import functools
+
 import keras
 
 from keras_transformer.hyperparameters import validate_block_args
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
 class _ResidualBlock(keras.layers.Layer):
@@ -78,11 +81,13 @@ class _ResidualBlock(keras.layers.Layer):
         `sublayer` returns either the output or a tuple `(output, *extras)`; extras
         (attention scores, caches) are passed through.
         """
-        result = sublayer(norm(x) if self.norm_first else x)
+        if isinstance(sublayer, keras.layers.Layer):
+            sublayer = functools.partial(call_sublayer, sublayer)
+        result = sublayer(call_sublayer(norm, x) if self.norm_first else x)
         outputs, extras = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
-        x = x + dropout(outputs, training=training)
+        x = x + call_sublayer(dropout, outputs, training=training)
         if not self.norm_first:
-            x = norm(x)
+            x = call_sublayer(norm, x)
         return (x, *extras)
 
     def get_config(self):
@@ -158,8 +163,8 @@ class EncoderBlock(_ResidualBlock):
             padding_mask = mask  # implicit Keras mask of `x`
 
         def attend(y):
-            return self.self_attention(
-                y, y, query_mask=padding_mask, value_mask=padding_mask, training=training
+            return call_sublayer(
+                self.self_attention, y, y, query_mask=padding_mask, value_mask=padding_mask, training=training
             )
 
         (x,) = self._sublayer(

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.layers.sublayer_calls import call_sublayer
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
@@ -57,7 +59,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x):
-        return self.output_dense(self.inner_dense(x))
+        return call_sublayer(self.output_dense, call_sublayer(self.inner_dense, x))
 
     def get_config(self):
         config = super().get_config()

@@ -8,6 +8,18 @@ from keras import ops
 from keras_transformer import _backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import ensure_attendable, large_negative_number, merge_masks
+from keras_transformer.layers.sublayer_calls import call_sublayer
+
+
+def _update_cache(cache, index, heads):
+    """`cache` `(batch, max_len, heads, dim)` with `heads` `(batch, q_len, heads, dim)`
+    written at positions `index .. index + q_len - 1` (a new tensor)."""
+    heads = ops.cast(heads, cache.dtype)
+    updated = _backend.update_cache(cache, index, heads)
+    if updated is not None:
+        return updated
+    zero = ops.zeros((), "int32")
+    return ops.slice_update(cache, [zero, index, zero, zero], heads)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -162,7 +174,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if key_mask is None:
             key_mask = value_mask
-        query_heads = self._split_heads(self.query_dense(query), self._key_dim)  # (b, q, h, dk)
+        query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
         q_len = ops.shape(query)[1]
         query_offset = 0
         if cache is not None and cache_index is None:
@@ -173,25 +185,21 @@ class MultiHeadAttention(keras.layers.Layer):
                 raise ValueError("`value` is required unless a precomputed `cache` is given.")
             if key is None:
                 key = value
-            key_heads = self._split_heads(self.key_dense(key), self._key_dim)  # (b, k, h, dk)
-            value_heads = self._split_heads(self.value_dense(value), self._value_dim)
+            key_heads = self._split_heads(call_sublayer(self.key_dense, key), self._key_dim)  # (b, k, h, dk)
+            value_heads = self._split_heads(call_sublayer(self.value_dense, value), self._value_dim)
             if cache is not None:
                 index = ops.cast(cache_index, "int32")
-                zero = ops.zeros((), "int32")
-                start = [zero, index, zero, zero]
-                key_heads = ops.slice_update(
-                    cache["key"], start, ops.cast(key_heads, cache["key"].dtype)
-                )
-                value_heads = ops.slice_update(
-                    cache["value"], start, ops.cast(value_heads, cache["value"].dtype)
-                )
+                key_heads = _update_cache(cache["key"], index, key_heads)
+                value_heads = _update_cache(cache["value"], index, value_heads)
                 cache = {"key": key_heads, "value": value_heads}
                 query_offset = index
-                # Only positions written so far are valid keys.
-                max_len = ops.shape(key_heads)[1]
-                written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
-                written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
-                key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+                if not use_causal_mask:
+                    # Only positions written so far are valid keys (the causal mask, which
+                    # allows keys up to index + q_len - 1, implies it).
+                    max_len = ops.shape(key_heads)[1]
+                    written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
+                    written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
+                    key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
         k_len = ops.shape(key_heads)[1]
         mask = merge_masks(
             q_len,
@@ -201,7 +209,9 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
             query_offset=query_offset,
         )
-        mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
+        if key_mask is not None or attention_mask is not None or not use_causal_mask:
+            # A causal mask alone always allows key 0.
+            mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
         use_dropout = bool(training) and self.dropout > 0
         scores = None
         # The fused kernels need equal key and value head sizes on some backends.
@@ -220,7 +230,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )  # (batch, q_len, heads, value_dim)
         batch = ops.shape(outputs)[0]
         outputs = ops.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
-        outputs = self.output_dense(outputs)  # (batch, q_len, query_dim)
+        outputs = call_sublayer(self.output_dense, outputs)  # (batch, q_len, query_dim)
         results = (outputs,)
         if return_attention_scores:
             results += (scores,)
@@ -243,7 +253,7 @@ class MultiHeadAttention(keras.layers.Layer):
             logits = ops.where(mask, logits, large_negative_number("float32"))
         probs = ops.softmax(logits, axis=-1)
         probs = ops.cast(probs, query_heads.dtype)
-        dropped = self.dropout_layer(probs, training=training)
+        dropped = call_sublayer(self.dropout_layer, probs, training=training)
         outputs = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)  # (b, q, h, dv)
         return outputs, probs
 

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
 def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32"):
@@ -133,7 +134,7 @@ class PositionalEmbedding(keras.layers.Layer):
             ops.shape(inputs)[1], self.d_model, start_index, self.compute_dtype
         )
         x = x + encoding[None]
-        return self.dropout_layer(x, training=training)
+        return call_sublayer(self.dropout_layer, x, training=training)
 
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero or "int" not in str(inputs.dtype):

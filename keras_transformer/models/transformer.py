@@ -10,6 +10,7 @@ from keras_transformer.hyperparameters import PRESETS, validate_transformer_args
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_embedding import PositionalEmbedding
+from keras_transformer.layers.sublayer_calls import call_sublayer, direct_sublayer_calls
 from keras_transformer.layers.token_ids import check_token_ids
 
 
@@ -291,16 +292,19 @@ class Transformer(keras.Model):
         Returns:
             `(logits float32 (batch, target_vocab_size) for position index + 1, new_cache)`.
         """
-        logits, new_cache, _ = _decoder_stack(
-            self.target_embedding,
-            self.decoder_blocks,
-            self.decoder_norm,
-            tokens,
-            None,  # the cache holds the cross-attention keys and values
-            encoder_padding_mask,
-            cache=cache,
-            cache_index=index,
-        )
+        # The step is ~40 small sub-layer calls: they skip `Layer.__call__`'s bookkeeping
+        # (the dtype policy's casts and autocast scope are kept).
+        with direct_sublayer_calls():
+            logits, new_cache, _ = _decoder_stack(
+                self.target_embedding,
+                self.decoder_blocks,
+                self.decoder_norm,
+                tokens,
+                None,  # the cache holds the cross-attention keys and values
+                encoder_padding_mask,
+                cache=cache,
+                cache_index=index,
+            )
         return logits[:, 0], new_cache
 
     def get_config(self):
@@ -416,10 +420,11 @@ def _decoder_stack(
         y = embedding(decoder_inputs, training=training)
     else:
         padding_mask, encoder_outputs = None, None
-        y = embedding(decoder_inputs, start_index=cache_index, training=training)
+        y = call_sublayer(embedding, decoder_inputs, start_index=cache_index, training=training)
     new_cache, all_scores = ([] if cache is not None else None), []
     for i, block in enumerate(blocks):
-        y = block(
+        y = call_sublayer(
+            block,
             y,
             encoder_outputs,
             padding_mask=padding_mask,
@@ -436,5 +441,5 @@ def _decoder_stack(
             if cache is not None:
                 new_cache.append(extras[-1])
     if norm is not None:
-        y = norm(y)
-    return embedding(y, reverse=True), new_cache, all_scores
+        y = call_sublayer(norm, y)
+    return call_sublayer(embedding, y, reverse=True), new_cache, all_scores

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import LabelSmoothedCrossentropy, Transformer
+from keras_transformer.generation import Generator
 from tests.test_case import restore, snapshot, to_numpy
 
 VOCAB = 30
@@ -84,6 +85,32 @@ def test_cached_decode_steps_equal_full_decode(norm_first):
         logits, cache = model.decode_step(TARGET[:, index : index + 1], cache, index, mask)
         np.testing.assert_allclose(to_numpy(logits)[0], full[0, index], atol=1e-4)
     assert (norm_first and model.decoder_norm is not None) or not norm_first
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_cached_steps_follow_the_dtype_policy_and_mask_padded_sources(policy):
+    # The step skips `Layer.__call__`: its logits must still be those of the uncached
+    # decoder in the policy's compute dtype, on every row (row 1 of SOURCE is padded), and
+    # greedy search token-identical to the uncached reference.
+    keras.config.set_dtype_policy(policy)
+    model = tiny()
+    encoded, mask = model.encode(SOURCE)
+    assert keras.backend.standardize_dtype(encoded.dtype) == policy.split("_")[1]
+    full = to_numpy(model.decode(TARGET, encoded, mask))
+    unmasked = to_numpy(model.decode(TARGET, encoded, np.ones(SOURCE.shape, bool)))
+    assert np.abs(unmasked[1] - full[1]).max() > 0.2  # the tolerance below sees a lost mask
+    cache = model.init_cache(encoded, max_length=TARGET.shape[1])
+    assert keras.backend.standardize_dtype(cache[0]["self"]["key"].dtype) == policy.split("_")[1]
+    for index in range(TARGET.shape[1]):
+        logits, cache = model.decode_step(TARGET[:, index : index + 1], cache, index, mask)
+        assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+        # Half-precision rounding of a different summation order, far below a wrong mask.
+        real = TARGET[:, index] != 0  # the uncached decoder also masks target padding
+        np.testing.assert_allclose(to_numpy(logits)[real], full[real, index], atol=0.05)
+    generator = Generator(model, start_id=1, end_id=2, extra_length=6)
+    cached, _ = generator(SOURCE, search="greedy")
+    uncached, _ = generator(SOURCE, search="uncached_greedy")
+    np.testing.assert_array_equal(cached, uncached)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
