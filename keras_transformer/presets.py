@@ -140,7 +140,7 @@ def _check_destination(directory):
         entries = os.listdir(directory)
         if not entries or METADATA_FILE in entries:
             return
-        found = f"a directory of {len(entries)} entries without {METADATA_FILE}"
+        found = f"a directory without {METADATA_FILE} that holds {len(entries)} entries"
     else:
         found = "a file"
     raise ValueError(
