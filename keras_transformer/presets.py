@@ -48,6 +48,9 @@ ASSETS_DIR = "assets"
 # The tokenizers of a Translator: its attribute, the config file and the assets directory.
 TOKENIZER_PARTS = {"tokenizer": "tokenizer.json", "target_tokenizer": "target_tokenizer.json"}
 FORMAT_VERSION = 1
+# The groups of a `.weights.h5` file that hold a model's own variables (a compiled model's
+# file also has `optimizer`).
+MODEL_GROUPS = ("layers", "vars")
 # The JSON files are configurations: a larger one is refused before it is read.
 MAX_JSON_BYTES = 1 << 24
 
@@ -88,6 +91,10 @@ def save_transformer(model, directory):
     """Writes `model` (a `Transformer`) as a preset directory of `config.json`,
     `model.weights.h5` and `metadata.json`.
 
+    Args:
+        model: `keras_transformer.Transformer`.
+        directory: str or `os.PathLike`. Created, or replaced if it holds a preset.
+
     Returns:
         `directory`, as a str.
     """
@@ -105,7 +112,7 @@ def _write(directory, model, class_name, files, tokenizers):
     directory = os.fspath(directory)
     _check_destination(directory)
     files = {
-        CONFIG_FILE: keras.saving.serialize_keras_object(model),
+        CONFIG_FILE: _model_config(keras.saving.serialize_keras_object(model)),
         **files,
         METADATA_FILE: {
             "format_version": FORMAT_VERSION,
@@ -123,12 +130,30 @@ def _write(directory, model, class_name, files, tokenizers):
             with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
                 json.dump(value, file, indent=2)
                 file.write("\n")
-        model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
+        _without_optimizer(model).save_weights(os.path.join(temporary, WEIGHTS_FILE))
         for attribute, tokenizer in tokenizers.items():
             assets = os.path.join(temporary, ASSETS_DIR, attribute)
             os.makedirs(assets)
             tokenizer.save_assets(assets)
     return directory
+
+
+def _without_optimizer(model):
+    """`model`, or an uncompiled copy of it: Keras writes a compiled model's optimizer state
+    into its weights file, and a preset holds the model's weights only (as keras-hub's)."""
+    if getattr(model, "optimizer", None) is None:
+        return model
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _model_config(config):
+    """A serialized model without its `compile_config`: a preset holds no optimizer state,
+    and loading one gives an uncompiled model (as keras-hub's backbones)."""
+    if isinstance(config, dict):
+        config = {key: value for key, value in config.items() if key != "compile_config"}
+    return config
 
 
 def _check_destination(directory):
@@ -181,7 +206,7 @@ def load_translator(directory):
         )
     has_target = reader.exists(TOKENIZER_PARTS["target_tokenizer"])
     attributes = [name for name in TOKENIZER_PARTS if name == "tokenizer" or has_target]
-    model_config = reader.json(CONFIG_FILE)
+    model_config = _model_config(reader.json(CONFIG_FILE))
     translator_config = reader.json(TRANSLATOR_FILE)
     tokenizer_configs = {name: reader.json(TOKENIZER_PARTS[name]) for name in attributes}
     reader.require(WEIGHTS_FILE, *(os.path.join(ASSETS_DIR, name) for name in attributes))
@@ -226,7 +251,7 @@ def load_transformer(directory, load_weights=True, **kwargs):
 
     reader = _Reader(directory, "Transformer")
     metadata = reader.metadata()
-    config = reader.json(CONFIG_FILE)
+    config = _model_config(reader.json(CONFIG_FILE))
     if load_weights:
         reader.require(WEIGHTS_FILE)
     reader.raise_if_problems()
@@ -245,7 +270,11 @@ def load_transformer(directory, load_weights=True, **kwargs):
 
 def load_saved_translator(path):
     """A `Translator` from a `.keras` file (`Translator.load`) or a preset directory
-    (`Translator.from_preset`): what the command line and the exports accept."""
+    (`Translator.from_preset`): what the command line and the exports accept.
+
+    Args:
+        path: str or `os.PathLike`.
+    """
     from keras_transformer.translator import Translator
 
     if os.path.isdir(path):
@@ -254,8 +283,12 @@ def load_saved_translator(path):
 
 
 def is_preset(path):
-    """Whether `path` is a directory with a preset's `metadata.json` or `config.json` and
-    `model.weights.h5` (and is not a SavedModel)."""
+    """Whether `path` is a directory with a preset's `metadata.json` or `model.weights.h5`
+    (and no `saved_model.pb`, which makes it a SavedModel).
+
+    Args:
+        path: str or `os.PathLike`.
+    """
     path = os.fspath(path)
     if not os.path.isdir(path) or os.path.exists(os.path.join(path, "saved_model.pb")):
         return False
@@ -401,14 +434,14 @@ class _Reader:
 
 
 def _weight_shapes(path):
-    """A `Counter` of the shapes of the arrays in a Keras `.weights.h5` file (read without
-    reading the arrays)."""
+    """A `Counter` of the shapes of the model's arrays in a Keras `.weights.h5` file (read
+    without reading the arrays); an optimizer's state, if any, is not the model's."""
     import h5py
 
     shapes = Counter()
 
-    def visit(_, item):
-        if isinstance(item, h5py.Dataset):
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset) and name.split("/")[0] in MODEL_GROUPS:
             shapes[tuple(item.shape)] += 1
 
     if not os.path.isfile(path):

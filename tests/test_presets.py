@@ -156,6 +156,26 @@ def test_transformer_preset_and_the_model_of_a_translator_preset(translator, pre
         Transformer.from_preset("huge", vocab_size=30)
 
 
+def test_a_compiled_model_is_saved_without_its_optimizer(tmp_path):
+    from keras_transformer import LabelSmoothedCrossentropy, transformer_adam
+
+    model = Transformer(vocab_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    model.compile(optimizer=transformer_adam(8, warmup_steps=2), loss=LabelSmoothedCrossentropy())
+    tokens = np.array([[2, 5, 6, 3], [2, 7, 3, 0]], "int32")
+    model.fit({"encoder_inputs": tokens, "decoder_inputs": tokens}, tokens, verbose=0)
+    directory = model.save_to_preset(tmp_path / "trained")
+    import h5py
+
+    with h5py.File(os.path.join(directory, "model.weights.h5")) as file:
+        assert "optimizer" not in file  # the weights alone, a third of the file
+    config = json.loads(open(os.path.join(directory, "config.json")).read())
+    assert "compile_config" not in config
+    loaded = Transformer.from_preset(directory)
+    assert getattr(loaded, "optimizer", None) is None  # uncompiled, as keras-hub backbones
+    for saved, restored in zip(model.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_array_equal(saved, restored)
+
+
 def test_saving_replaces_a_preset_but_never_another_directory(translator, preset, tmp_path):
     target = tmp_path / "target"
     shutil.copytree(preset, target)
