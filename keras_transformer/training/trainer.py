@@ -507,7 +507,7 @@ def finalize_run(run, outcome):
             with atomic_path(paths.translator) as temporary:
                 run.translator.save(temporary)
             report(f"saved {paths.translator}")
-        translator.save_to_preset(paths.preset)  # whatever `export` says: small, and shareable
+        run.translator.save_to_preset(paths.preset)  # whatever `export` says: small, and shareable
         report(f"saved the preset directory {paths.preset}")
         stages.record("saved")
     metrics.update(_export(run, stages))
