@@ -8,7 +8,8 @@ keras-transformer train --config configs/demo.toml
 ```
 
 `translate` reads an exported SavedModel (`keras_transformer.export`) with TensorFlow and
-tensorflow-text only, or a `.keras` file written by `Translator.save`. Without sentences on
+tensorflow-text only, a `.keras` file written by `Translator.save`, or a preset directory
+written by `Translator.save_to_preset`; `export` reads a `.keras` file or a preset directory. Without sentences on
 the command line it reads standard input, one sentence per line, and writes one translation per
 line, flushing after each batch. Inputs longer than the model's maximum source length are
 truncated (a note on standard error says which); a batch that fails prints empty lines and an
@@ -174,7 +175,8 @@ def _add_translate_parser(subparsers):
     parser.add_argument(
         "--model",
         required=True,
-        help="SavedModel directory (keras_transformer.export) or Translator .keras file",
+        help="SavedModel directory (keras_transformer.export), Translator .keras file or "
+        "preset directory (Translator.save_to_preset)",
     )
     parser.add_argument(
         "--batch-size",
@@ -265,12 +267,12 @@ class _SavedModelBackend:
 
 
 class _KerasBackend:
-    """Calls a `Translator` loaded from a `.keras` file."""
+    """Calls a `Translator` loaded from a `.keras` file or a preset directory."""
 
     def __init__(self, path):
-        from keras_transformer.translator import Translator
+        from keras_transformer.presets import load_saved_translator
 
-        self._translator = Translator.load(path)
+        self._translator = load_saved_translator(path)
         length = self._translator.max_source_length
         self.limit = f" ({length} tokens, i.e. {length - 2} word pieces)"
 
@@ -298,8 +300,12 @@ def _load_translation_backend(path):
     if os.path.isfile(path) and path.endswith(".keras"):
         return _KerasBackend(path)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"no SavedModel directory or .keras file at {path!r}")
-    return _SavedModelBackend(path)
+        raise FileNotFoundError(
+            f"no SavedModel directory, preset directory or .keras file at {path!r}"
+        )
+    from keras_transformer.presets import is_preset
+
+    return _KerasBackend(path) if is_preset(path) else _SavedModelBackend(path)
 
 
 def _stdin_batches(batch_size):
@@ -320,14 +326,18 @@ def _stdin_batches(batch_size):
 def _add_export_parser(subparsers):
     parser = subparsers.add_parser(
         "export",
-        help="export a saved Translator (.keras) as a TensorFlow SavedModel serving strings",
+        help="export a saved Translator (.keras or preset) as a TensorFlow SavedModel serving "
+        "strings",
         description=(
-            "Exports the Translator saved in TRANSLATOR (a .keras file, from any backend) as a "
+            "Exports the Translator saved in TRANSLATOR (a .keras file or a preset directory, "
+            "from any backend) as a "
             "TensorFlow SavedModel in OUTPUT. The export runs on the TensorFlow backend: under "
             "another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow subprocess."
         ),
     )
-    parser.add_argument("translator", metavar="TRANSLATOR", help="Translator .keras file")
+    parser.add_argument(
+        "translator", metavar="TRANSLATOR", help="Translator .keras file or preset directory"
+    )
     parser.add_argument("output", metavar="OUTPUT", help="SavedModel directory to write")
     parser.add_argument(
         "--format",

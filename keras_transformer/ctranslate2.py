@@ -54,7 +54,8 @@ def export_ctranslate2(
     written to a temporary directory next to `directory` and renamed into place.
 
     Args:
-        translator: `keras_transformer.Translator`, or the path of a `.keras` file holding one.
+        translator: `keras_transformer.Translator`, or the path of a `.keras` file or a
+            preset directory holding one.
         directory: str or `os.PathLike`. The model directory to write.
         quantization: str. CTranslate2 weight type: one of `"int8"`, `"int8_float32"`,
             `"int8_float16"`, `"int8_bfloat16"`, `"int16"`, `"float16"`, `"bfloat16"`,
@@ -76,7 +77,8 @@ def export_ctranslate2(
     """
     from keras_transformer.decoding import _check_alpha
     from keras_transformer.export import _check_translator
-    from keras_transformer.translator import Translator, _check_int
+    from keras_transformer.presets import load_saved_translator
+    from keras_transformer.translator import _check_int
 
     directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -89,7 +91,7 @@ def export_ctranslate2(
             f"`directory` already exists and `overwrite=False`. Received: directory={directory!r}"
         )
     if isinstance(translator, (str, os.PathLike)):
-        translator = Translator.load(translator)
+        translator = load_saved_translator(translator)
     _check_translator(translator)
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha

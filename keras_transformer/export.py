@@ -59,8 +59,8 @@ def export_saved_model(
     a `.tmp-*` directory next to `path`) and exported by `keras-transformer export` in a `KERAS_BACKEND=tensorflow` subprocess.
 
     Args:
-        translator: `keras_transformer.Translator`, or the path of a `.keras` file that holds
-            one (as written by `translator.save`).
+        translator: `keras_transformer.Translator`, or the path of a `.keras` file (as
+            written by `translator.save`) or of a preset directory (`save_to_preset`).
         path: str or `os.PathLike`. Directory of the SavedModel.
         beam_size: int. Defaults to `None`: the translator's.
         alpha: float. Defaults to `None`: the translator's.
@@ -101,9 +101,9 @@ def export_saved_model(
     if keras.backend.backend() != "tensorflow":
         return _export_in_subprocess(translator, path, beam_size, alpha, jit_compile)
     if isinstance(translator, (str, os.PathLike)):
-        from keras_transformer.translator import Translator
+        from keras_transformer.presets import load_saved_translator
 
-        translator = Translator.load(translator)
+        translator = load_saved_translator(translator)
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha
 
@@ -222,7 +222,7 @@ def _check_translator(translator):
     if not isinstance(translator, Translator):
         raise ValueError(
             "`translator` must be a `keras_transformer.Translator` or the path of a `.keras` "
-            f"file holding one. Received: translator={translator!r}"
+            f"file or preset directory holding one. Received: translator={translator!r}"
         )
 
 

@@ -259,6 +259,21 @@ class Translator(keras.Model):
         return sequences[:, 0], scores[:, 0]
 
     # === Saving ===
+    def save_to_preset(self, directory):
+        """Writes this translator as a preset directory (keras-hub's layout; see
+        `keras_transformer.presets`). Returns `directory`."""
+        from keras_transformer.presets import save_translator
+
+        return save_translator(self, directory)
+
+    @classmethod
+    def from_preset(cls, directory):
+        """Loads a `Translator` from a preset directory (`save_to_preset`), under any backend;
+        a directory that does not fit together raises one `ValueError` listing why."""
+        from keras_transformer.presets import load_translator
+
+        return load_translator(directory)
+
     @classmethod
     def load(cls, path):
         """Loads a `Translator` saved with `translator.save(path)` (a `.keras` file).

@@ -200,17 +200,40 @@ class Transformer(keras.Model):
         self._dtype_argument = dtype
 
     @classmethod
-    def from_preset(cls, preset, vocab_size, **kwargs):
-        """Builds a model from `"tiny"`, `"base"` or `"big"` (paper Table 3) hyper-parameters.
+    def from_preset(cls, preset, vocab_size=None, **kwargs):
+        """Builds a model from `"tiny"`, `"base"` or `"big"` (paper Table 3) hyper-parameters,
+        or loads one from a preset directory (`save_to_preset`, `Translator.save_to_preset`).
 
         Args:
-            preset: str. One of `"tiny"`, `"base"`, `"big"`.
-            vocab_size: int. Shared vocabulary size.
-            **kwargs: overrides of any constructor argument.
+            preset: str. One of `"tiny"`, `"base"`, `"big"`, or a preset directory.
+            vocab_size: int. Shared vocabulary size (for an architecture name). Defaults to
+                `None`: the directory's.
+            **kwargs: overrides of any constructor argument (for a directory also
+                `load_weights=False`: fresh weights).
         """
-        if preset not in PRESETS:
-            raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
-        return cls(vocab_size=vocab_size, **{**PRESETS[preset], **kwargs})
+        if isinstance(preset, str) and preset in PRESETS:
+            if vocab_size is None:
+                raise ValueError(
+                    f"`vocab_size` is needed to build {preset!r}. Received: vocab_size=None"
+                )
+            return cls(vocab_size=vocab_size, **{**PRESETS[preset], **kwargs})
+        if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
+            from keras_transformer.presets import load_transformer
+
+            if vocab_size is not None:
+                kwargs["vocab_size"] = vocab_size
+            return load_transformer(preset, **kwargs)
+        raise ValueError(
+            f"`preset` must be one of {sorted(PRESETS)} or a preset directory. "
+            f"Received: preset={preset!r}"
+        )
+
+    def save_to_preset(self, directory):
+        """Writes `config.json`, `model.weights.h5` and `metadata.json` to `directory` (see
+        `keras_transformer.presets`). Returns `directory`."""
+        from keras_transformer.presets import save_transformer
+
+        return save_transformer(self, directory)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # Before the functional graph casts the inputs to int32 (which truncates floats).

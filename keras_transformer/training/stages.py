@@ -8,7 +8,7 @@ stages, in this order, each ending with its files written atomically:
 | `trained` | (the backup of the last step) | steps, optimizer iterations, seconds, loss history |
 | `averaged` | `model.weights.h5` | the steps of the averaged checkpoints |
 | `evaluated` | | test BLEU, exact match, examples |
-| `saved` | `translator.keras` | |
+| `saved` | `translator.keras`, `preset/` | |
 | `exported` | `saved_model/` | the sample translations of the SavedModel |
 | `finished` | `metrics.json` | |
 

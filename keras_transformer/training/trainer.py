@@ -3,13 +3,14 @@
 The run writes everything under `config.output_dir`:
 
 ```
-config.json             the resolved configuration
-tokenizer.json          the shared vocabulary (reused when the run resumes)
+train_config.json       the resolved configuration (`config.json` before 0.2.0; renamed)
+tokenizer.json          the shared vocabulary (WordPiece or SentencePiece) (reused when the run resumes)
 backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
 checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
 logs/                   TensorBoard (train/ and validation/)
 model.weights.h5        the final (averaged) weights
 translator.keras        the Translator (model + tokenizer + beam search settings)
+preset/                 the same Translator as a preset directory (`Translator.from_preset`)
 saved_model/            the TensorFlow SavedModel serving strings
 metrics.json            test BLEU and exact match, steps, time, samples
 stages.json             the stages after training that are done (see `training.stages`)
@@ -95,13 +96,16 @@ class RunPaths:
 
     def __post_init__(self):
         join = os.path.join
-        self.config = join(self.output_dir, "config.json")
+        self.config = join(self.output_dir, "train_config.json")
+        # The name until 0.2.0, keras-hub's name for a preset's model configuration.
+        self.legacy_config = join(self.output_dir, "config.json")
         self.tokenizer = join(self.output_dir, "tokenizer.json")
         self.backup = join(self.output_dir, "backup")
         self.checkpoints = join(self.output_dir, "checkpoints")
         self.logs = join(self.output_dir, "logs")
         self.weights = join(self.output_dir, "model.weights.h5")
         self.translator = join(self.output_dir, "translator.keras")
+        self.preset = join(self.output_dir, "preset")
         self.saved_model = join(self.output_dir, "saved_model")
         self.metrics = join(self.output_dir, "metrics.json")
         self.stages = join(self.output_dir, "stages.json")
@@ -227,6 +231,8 @@ def prepare_run(config, verbose="auto"):
         os.makedirs(paths.output_dir, exist_ok=True)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
+        if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
+            os.replace(paths.legacy_config, paths.config)
         write_json(paths.config, config.to_dict())
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
@@ -501,6 +507,8 @@ def finalize_run(run, outcome):
             with atomic_path(paths.translator) as temporary:
                 run.translator.save(temporary)
             report(f"saved {paths.translator}")
+        run.translator.save_to_preset(paths.preset)  # whatever `export` says: small, and shareable
+        report(f"saved the preset directory {paths.preset}")
         stages.record("saved")
     metrics.update(_export(run, stages))
     if stages.done("finished"):

@@ -15,7 +15,13 @@ def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
     # A budget spent before training starts: the run stops after its first step, writes a
     # final checkpoint, keeps the backup, and still ends normally.
     config = tiny_run(training={"minutes": 1e-6})
+    # A run directory of 0.1 named its training configuration `config.json`: it is renamed.
+    os.makedirs(config["output_dir"])
+    with open(os.path.join(config["output_dir"], "config.json"), "w") as file:
+        file.write("{}")
     first = train(config, verbose=0)
+    assert not os.path.exists(os.path.join(first.output_dir, "config.json"))
+    assert os.path.exists(os.path.join(first.output_dir, "train_config.json"))
     assert first.metrics["stopped_by_time_limit"]
     assert first.metrics["steps"] == 1
     output_dir = first.output_dir
@@ -32,6 +38,12 @@ def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
     assert not os.path.exists(os.path.join(output_dir, "backup"))
     assert len(second.history["loss"]) == 2
     assert np.all(np.isfinite(second.history["loss"]))
+    # The final translator is also a preset directory.
+    from keras_transformer import Translator
+
+    preset = Translator.from_preset(os.path.join(output_dir, "preset"))
+    sources = ["tres", "cuarenta y dos"]
+    assert preset(sources) == second.translator(sources)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

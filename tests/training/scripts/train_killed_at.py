@@ -93,7 +93,8 @@ elif STAGE == "exported":
         # The SavedModel is complete under its temporary name; the kill comes before the swap.
         with atomic_directory(path) as temporary:
             yield temporary
-            kill()
+            if os.path.basename(os.fspath(path)) == "saved_model":  # not `preset/`, saved before
+                kill()
 
     files.atomic_directory = written_then_kill
 elif STAGE == "cleanup":
