@@ -81,9 +81,11 @@ class RunPaths:
         self.saved_model = join(self.output_dir, "saved_model")
         self.metrics = join(self.output_dir, "metrics.json")
         self.stages = join(self.output_dir, "stages.json")
+        self.best = join(self.output_dir, "best")
+        self.best_record = join(self.output_dir, "best.json")
 
 
-def train(config, callbacks=None, verbose="auto"):
+def train(config, callbacks=None, verbose="auto", init_from=None):
     """Trains a Transformer as `config` says, then evaluates and exports it.
 
     Steps: set up the distribution strategy; load the dataset splits; train (or, when
@@ -101,6 +103,9 @@ def train(config, callbacks=None, verbose="auto"):
         callbacks: list of extra `keras.callbacks.Callback`s for `fit`. Defaults to `None`.
         verbose: `fit` verbosity (`"auto"`, 0, 1, 2); `0` also silences the report.
             Defaults to `"auto"`.
+        init_from: str. Sets `config.training.init_from`: fine-tune the translator at this
+            path (see `keras_transformer.training.fine_tune`). Defaults to `None` (the
+            config's).
 
     Returns:
         A `TrainingResult`.
@@ -116,6 +121,8 @@ def train(config, callbacks=None, verbose="auto"):
     """
     start_time = time.monotonic()
     config = _as_config(config)
+    if init_from is not None:
+        config = config.replace(**{"training.init_from": os.fspath(init_from)})
     from keras_transformer.training.distribution import setup_distribution
 
     context = setup_distribution(config.distribution)
@@ -135,8 +142,11 @@ def train(config, callbacks=None, verbose="auto"):
     splits = load_splits(config.data)
     report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
            f"validation, {len(splits.test)} test pairs")
-    tokenizer = load_or_train_tokenizer(paths.tokenizer, splits.train, config.data, context.is_chief)
-    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces")
+    from keras_transformer.training import fine_tune
+
+    tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
+    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
+           + (f" (from {config.training.init_from})" if initial is not None else ""))
     from keras_transformer.data import make_dataset
 
     train_data = make_dataset(
@@ -174,6 +184,8 @@ def train(config, callbacks=None, verbose="auto"):
         model = build_model(config, tokenizer.vocabulary_size())
         compile_model(model, config, strategy=context.strategy)
         model.optimizer.build(model.trainable_variables)
+        if initial is not None:
+            fine_tune.check_architecture(model, initial.model, config.training.init_from)
     report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
            f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
            f"dtype policy {model.dtype_policy.name}")
@@ -233,6 +245,19 @@ def train(config, callbacks=None, verbose="auto"):
                 is_chief=context.is_chief,
             )
         )
+    keep_best = None
+    if training.keep_best:
+        from keras_transformer.training.best import export_best, make_keep_best
+
+        def save_best(step):
+            if eval_model is not model:
+                copy_weights(model, eval_model)
+            if context.is_chief:
+                export_best(translator, paths.best)
+            report(f"{training.keep_best} improved at step {step}: exported {paths.best}")
+
+        keep_best = make_keep_best(config, paths, save_best, backup, callback_list,
+                                   is_chief=context.is_chief)
     if training.tensorboard and context.is_chief:
         from keras_transformer.training.tensorboard import TensorBoardLogger
 
@@ -266,6 +291,9 @@ def train(config, callbacks=None, verbose="auto"):
             report(f"restored the checkpoint of step {state['step']} from the backup")
     else:
         steps_done = 0
+        if initial is not None:
+            fine_tune.initialize_weights(model, initial.model)
+            report(f"fine-tuning: weights of {config.training.init_from}, a fresh optimizer")
         if context.is_chief:
             # A fresh start in the directory of an earlier run: its checkpoints must not be
             # averaged with this run's, nor its stages taken for this run's.
@@ -277,9 +305,11 @@ def train(config, callbacks=None, verbose="auto"):
     history = {}
     fit_start = time.monotonic()
     fits = [] if trained else plan_fits(steps_done, train_steps, steps_per_epoch)
+    if keep_best is not None and keep_best.resume(steps_done):
+        fits = []  # Early stopping had ended training before the kill.
     with context.scope():
         for initial_epoch, epochs, epoch_steps, skip in fits:
-            if time_limit is not None and time_limit.stopped:
+            if (time_limit is not None and time_limit.stopped) or (keep_best and keep_best.stopped):
                 break
             dataset = context.prepare_dataset(train_data.dataset.skip(skip))
             fit_history = model.fit(
@@ -353,6 +383,8 @@ def train(config, callbacks=None, verbose="auto"):
         "averaged_checkpoints": averaged["checkpoints"],
         "history": trained["history"],
     }
+    if keep_best is not None:
+        metrics["best"] = keep_best.summary()
     history = trained["history"]
     if not context.is_chief:
         return TrainingResult(model, None, tokenizer, history, metrics, paths.output_dir, config)
@@ -502,8 +534,13 @@ def load_or_train_tokenizer(path, pairs, data, is_chief=True):
         lowercase=data.lowercase,
     )
     if is_chief:
-        write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
+        save_tokenizer(tokenizer, path)
     return tokenizer
+
+
+def save_tokenizer(tokenizer, path):
+    """Writes `tokenizer` as a run's `tokenizer.json` (what `load_or_train_tokenizer` reads)."""
+    write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
 
 
 def build_model(config, vocab_size):
