@@ -13,6 +13,7 @@ translator.keras        the Translator (model + tokenizer + beam search settings
 saved_model/            the TensorFlow SavedModel serving strings
 metrics.json            test BLEU and exact match, steps, time, samples
 stages.json             the stages after training that are done (see `training.stages`)
+best/, best.json        with `keep_best`: the best translator and the validations (`training.best`)
 ```
 
 Every file is written atomically (temporary name, then rename), so a killed run never leaves a
