@@ -11,7 +11,10 @@ resumed from its backup continues from the backup, never from `init_from` again.
 
 import os
 
+from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
+from keras_transformer.training.files import read_json
+from keras_transformer.translator import Translator
 
 # The constructor arguments of `Transformer` that shape its weights or their meaning.
 ARCHITECTURE = (
@@ -42,8 +45,6 @@ def load_translator(path):
     Raises:
         ConfigError: nothing loadable at `path`.
     """
-    from keras_transformer.translator import Translator
-
     path = os.fspath(path)
     name = "training.init_from"
     if os.path.isdir(path):
@@ -83,8 +84,7 @@ def load_run_tokenizer(config, paths, pairs, is_chief=True):
     Returns:
         `(tokenizer, translator)`.
     """
-    from keras_transformer.training.backup import STATE_FILENAME
-    from keras_transformer.training.files import read_json
+    # `trainer` imports this module: imported here, at call time.
     from keras_transformer.training.trainer import load_or_train_tokenizer, save_tokenizer
 
     init_from = config.training.init_from

@@ -92,7 +92,7 @@ class Crash(keras.callbacks.Callback):
         self.at_step, self.at_end, self.step = at_step, at_end, 0
 
     def on_train_begin(self, logs=None):
-        from keras_transformer.training.distribution import sync_model_state
+        from keras_transformer.training.state import sync_model_state
 
         sync_model_state(self.model)
         self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
