@@ -6,6 +6,7 @@
 - `PeriodicCheckpoint`, `average_checkpoints`: checkpoints and their average (paper §6.1).
 - `BleuCallback`, `corpus_bleu`, `exact_match`: validation BLEU during training.
 - `TimeLimit`: stop cleanly when a time budget is spent.
+- `KeepBest`: export the best-by-validation translator, and stop early (`keep_best`).
 - `TensorBoardLogger`: TensorBoard scalars without the `tensorboard` package.
 - `setup_distribution`, `GlobalTokenMeanCrossentropy`, `enable_replica_jit`:
   `MirroredStrategy` (TensorFlow) and `DataParallel` (JAX, one or more processes).
@@ -22,6 +23,7 @@ _EXPORTS = {
     "average_checkpoints": "averaging",
     "average_last_checkpoints": "averaging",
     "ResumableBackupAndRestore": "backup",
+    "KeepBest": "best",
     "BleuCallback": "bleu",
     "corpus_bleu": "bleu",
     "exact_match": "bleu",
@@ -56,6 +58,7 @@ __all__ = [
     "EvaluationConfig",
     "ExportConfig",
     "GlobalTokenMeanCrossentropy",
+    "KeepBest",
     "ModelConfig",
     "OptimizerConfig",
     "PeriodicCheckpoint",
@@ -83,6 +86,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 if TYPE_CHECKING:  # For static analysis and the API reference.
     from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
     from keras_transformer.training.backup import ResumableBackupAndRestore
+    from keras_transformer.training.best import KeepBest
     from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
     from keras_transformer.training.checkpoints import (
         PeriodicCheckpoint,

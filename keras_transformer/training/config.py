@@ -41,6 +41,8 @@ TOKENIZERS = ("wordpiece", "sentencepiece")
 PRESETS = ("", *MODEL_PRESETS)
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
+# The validation metrics `training.keep_best` can watch, and whether larger is better.
+BEST_MONITORS = {"val_bleu": "max", "val_loss": "min", "val_accuracy": "max"}
 # The keyword arguments of each dataset function that the trainer sets itself.
 DATASET_ARGUMENTS = {
     "number_words": ("num_validation", "num_test"),
@@ -213,6 +215,17 @@ class TrainingSection:
             optimizer, step) for `kill -9` recovery; the same command resumes from the last
             one. Defaults to `100`.
         tensorboard: bool. Write TensorBoard logs to `OUTPUT_DIR/logs`. Defaults to `True`.
+        init_from: str. Fine-tune: start from this trained translator (a `translator.keras`
+            file, a directory holding one, or a preset directory), taking its tokenizer and,
+            on a fresh start, its weights; the optimizer starts fresh. `[model]` must
+            describe its architecture. See `keras_transformer.training.fine_tune`. Defaults
+            to `""` (train from scratch).
+        keep_best: str. Also export the translator at its best validation score to
+            `OUTPUT_DIR/best/`: `"val_bleu"`, `"val_loss"` or `"val_accuracy"`. See
+            `keras_transformer.training.best`. Defaults to `""` (off).
+        early_stopping_patience: int. Stop after this many validations of `keep_best`
+            without improvement; the run then ends as if it had made its last step. `0`
+            never stops early. Defaults to `0`.
     """
 
     train_steps: int = 100000
@@ -226,6 +239,9 @@ class TrainingSection:
     average_checkpoints: int = 5
     backup_every: int = 100
     tensorboard: bool = True
+    init_from: str = ""
+    keep_best: str = ""
+    early_stopping_patience: int = 0
 
 
 @dataclasses.dataclass
@@ -454,6 +470,7 @@ class TrainingConfig:
             ("training.checkpoint_every", training.checkpoint_every, 0),
             ("training.average_checkpoints", training.average_checkpoints, 1),
             ("training.backup_every", training.backup_every, 1),
+            ("training.early_stopping_patience", training.early_stopping_patience, 0),
             ("evaluation.beam_size", evaluation.beam_size, 1),
             ("evaluation.extra_length", evaluation.extra_length, 1),
             ("evaluation.batch_size", evaluation.batch_size, 1),
@@ -481,6 +498,7 @@ class TrainingConfig:
                 "`training.label_smoothing` must be in [0, 1). "
                 f"Received: training.label_smoothing={training.label_smoothing}"
             )
+        _check_keep_best(self)
         if distribution.process_id >= distribution.num_processes:
             raise ConfigError(
                 "`distribution.process_id` must be < distribution.num_processes "
@@ -674,6 +692,41 @@ def _check_dataset_options(data):
                 f"`data.options.{name}` must be {_TYPE_NAMES[kind]}. "
                 f"Received: data.options.{name}={value!r}"
             )
+
+
+def _check_keep_best(config):
+    """`training.keep_best` and `training.early_stopping_patience` need a validation metric
+    that the run logs."""
+    training = config.training
+    _check_choice("training.keep_best", training.keep_best, ("", *BEST_MONITORS))
+    if training.early_stopping_patience and not training.keep_best:
+        raise ConfigError(
+            "`training.early_stopping_patience` watches the metric of `training.keep_best`, "
+            "which is unset. Received: training.early_stopping_patience="
+            f"{training.early_stopping_patience}, training.keep_best=''"
+        )
+    if not training.keep_best:
+        return
+    if config.data.num_validation == 0:
+        raise ConfigError(
+            "`training.keep_best` needs validation pairs. Received: "
+            f"training.keep_best={training.keep_best!r}, data.num_validation=0"
+        )
+    if training.keep_best == "val_bleu" and config.evaluation.bleu_every < 0:
+        raise ConfigError(
+            "`training.keep_best = 'val_bleu'` needs validation BLEU. Received: "
+            f"evaluation.bleu_every={config.evaluation.bleu_every}"
+        )
+    if (
+        training.keep_best == "val_bleu"
+        and training.early_stopping_patience
+        and config.distribution.num_processes > 1
+    ):
+        raise ConfigError(
+            "Early stopping on `val_bleu` needs one process (process 0 alone computes BLEU); "
+            "watch `val_loss` instead. Received: distribution.num_processes="
+            f"{config.distribution.num_processes}"
+        )
 
 
 def _check_choice(name, value, choices):

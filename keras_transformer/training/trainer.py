@@ -14,6 +14,7 @@ preset/                 the same Translator as a preset directory (`Translator.f
 saved_model/            the TensorFlow SavedModel serving strings
 metrics.json            test BLEU and exact match, steps, time, samples
 stages.json             the stages after training that are done (see `training.stages`)
+best/, best.json        with `keep_best`: the best translator and the validations (`training.best`)
 ```
 
 Every file is written atomically (temporary name, then rename), so a killed run never leaves a
@@ -41,8 +42,10 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.text import Tokenizer, train_tokenizer
+from keras_transformer.training import fine_tune
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
+from keras_transformer.training.best import export_best, make_keep_best
 from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
 from keras_transformer.training.checkpoints import (
     PeriodicCheckpoint,
@@ -109,6 +112,8 @@ class RunPaths:
         self.saved_model = join(self.output_dir, "saved_model")
         self.metrics = join(self.output_dir, "metrics.json")
         self.stages = join(self.output_dir, "stages.json")
+        self.best = join(self.output_dir, "best")
+        self.best_record = join(self.output_dir, "best.json")
 
 
 @dataclasses.dataclass
@@ -130,6 +135,7 @@ class Run:
         model: the compiled `Transformer`, created in the strategy's scope.
         eval_model: the model that decodes: `model` itself, or a copy outside the strategy.
         translator: the `Translator` around `eval_model`.
+        initial: the `Translator` of `training.init_from`, or `None`.
     """
 
     config: TrainingConfig
@@ -145,6 +151,7 @@ class Run:
     model: object
     eval_model: object
     translator: object
+    initial: object = None
 
     def translate(self, sources):
         """Translates `sources` with the current weights of `model`."""
@@ -164,6 +171,7 @@ class FitOutcome:
         steps: int. Steps trained in all.
         trained: dict. What the `trained` stage recorded.
         stopped_by_time: bool. The time budget stopped training before `train_steps`.
+        best: dict. The `KeepBest.summary()` with `keep_best`, else `None`.
     """
 
     stages: RunStages
@@ -172,9 +180,10 @@ class FitOutcome:
     steps: int
     trained: dict
     stopped_by_time: bool
+    best: dict = None
 
 
-def train(config, callbacks=None, verbose="auto"):
+def train(config, callbacks=None, verbose="auto", init_from=None):
     """Trains a Transformer as `config` says, then evaluates and exports it.
 
     Steps: set up the distribution strategy; load the dataset splits; train (or, when
@@ -193,6 +202,9 @@ def train(config, callbacks=None, verbose="auto"):
         callbacks: list of extra `keras.callbacks.Callback`s for `fit`. Defaults to `None`.
         verbose: `fit` verbosity (`"auto"`, 0, 1, 2); `0` also silences the report.
             Defaults to `"auto"`.
+        init_from: str. Sets `config.training.init_from`: fine-tune the translator at this
+            path (see `keras_transformer.training.fine_tune`). Defaults to `None` (the
+            config's).
 
     Returns:
         A `TrainingResult`.
@@ -206,6 +218,8 @@ def train(config, callbacks=None, verbose="auto"):
     print(result.metrics["test_exact_match"], result.metrics["test_bleu"])
     ```
     """
+    if init_from is not None:
+        config = _as_config(config).replace(**{"training.init_from": os.fspath(init_from)})
     run = prepare_run(config, verbose=verbose)
     outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
     return finalize_run(run, outcome)
@@ -237,10 +251,10 @@ def prepare_run(config, verbose="auto"):
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
-    splits, tokenizer, train_data, validation_data, steps_per_epoch = _prepare_data(
+    splits, tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
         config, context, paths, report
     )
-    model, eval_model, translator = _prepare_model(config, context, tokenizer, report)
+    model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
     return Run(
         config=config,
         start_time=start_time,
@@ -255,16 +269,19 @@ def prepare_run(config, verbose="auto"):
         model=model,
         eval_model=eval_model,
         translator=translator,
+        initial=initial,
     )
 
 
 def _prepare_data(config, context, paths, report):
-    """The splits, the tokenizer, the training stream, the validation data and the epoch size."""
+    """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
+    validation data and the epoch size."""
     splits = load_splits(config.data)
     report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
            f"validation, {len(splits.test)} test pairs")
-    tokenizer = load_or_train_tokenizer(paths.tokenizer, splits.train, config.data, context.is_chief)
-    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces")
+    tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
+    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
+           + (f" (from {config.training.init_from})" if initial is not None else ""))
     train_data = make_dataset(
         splits.train,
         tokenizer,
@@ -293,15 +310,17 @@ def _prepare_data(config, context, paths, report):
             shuffle=False,
         ).dataset
         validation_data = context.prepare_dataset(validation_data)
-    return splits, tokenizer, train_data, validation_data, steps_per_epoch
+    return splits, tokenizer, initial, train_data, validation_data, steps_per_epoch
 
 
-def _prepare_model(config, context, tokenizer, report):
+def _prepare_model(config, context, tokenizer, report, initial=None):
     """The compiled model (in the strategy's scope), the model that decodes, its Translator."""
     with context.scope():
         model = build_model(config, tokenizer.vocabulary_size())
         compile_model(model, config, strategy=context.strategy)
         model.optimizer.build(model.trainable_variables)
+        if initial is not None:
+            fine_tune.check_architecture(model, initial.model, config.training.init_from)
     report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
            f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
            f"dtype policy {model.dtype_policy.name}")
@@ -343,7 +362,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
     )
     minutes = config.training.minutes
     time_limit = TimeLimit(minutes, start_time=run.start_time) if minutes else None
-    callback_list = _callbacks(run, backup, time_limit) + list(callbacks or [])
+    callback_list, keep_best = _callbacks(run, backup, time_limit)
+    callback_list += list(callbacks or [])
     # The stages after training that an earlier run of this command finished (a kill after
     # training loses none of them): see `keras_transformer.training.stages`.
     stages = RunStages(run.paths.stages, config, is_chief=context.is_chief)
@@ -353,9 +373,11 @@ def fit_run(run, callbacks=None, verbose="auto"):
     steps_done = _resume(run, stages, state, trained, backup_weights)
     fit_start = time.monotonic()
     fits = [] if trained else plan_fits(steps_done, train_steps, run.steps_per_epoch)
+    if keep_best is not None and keep_best.resume(steps_done):
+        fits = []  # Early stopping had ended training before the kill.
     # Training had ended (a kill came after it): the weights are the backup's.
     final_weights = backup_weights if state and not fits and not stages.done("averaged") else None
-    history = _fit(run, fits, callback_list, time_limit, verbose, final_weights)
+    history = _fit(run, fits, callback_list, (time_limit, keep_best), verbose, final_weights)
     if trained:
         steps, stopped_by_time = trained["steps"], False
     else:
@@ -376,12 +398,14 @@ def fit_run(run, callbacks=None, verbose="auto"):
     if stopped_by_time:
         report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
                "run the same command again to continue")
-    return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time)
+    best = keep_best.summary() if keep_best is not None else None
+    return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time, best)
 
 
 def _callbacks(run, backup, time_limit):
     """The callbacks of `fit`: backup first (the others read its step count), then checkpoints,
-    the step limit, the time limit, validation BLEU and TensorBoard."""
+    the step limit, the time limit, validation BLEU, keep-best and TensorBoard; and the
+    `KeepBest` (or `None`)."""
     training, evaluation, context = run.config.training, run.config.evaluation, run.context
     checkpoints = PeriodicCheckpoint(
         run.paths.checkpoints,
@@ -404,9 +428,24 @@ def _callbacks(run, backup, time_limit):
                 is_chief=context.is_chief,
             )
         )
+    keep_best = None
+    if training.keep_best:
+        keep_best = make_keep_best(
+            run.config, run.paths, lambda step: _save_best(run, step), backup, callback_list,
+            is_chief=context.is_chief,
+        )
     if training.tensorboard and context.is_chief:
         callback_list.append(TensorBoardLogger(run.paths.logs))
-    return callback_list
+    return callback_list, keep_best
+
+
+def _save_best(run, step):
+    """Exports the translator at `step` as the run's best (`keep_best`)."""
+    if run.eval_model is not run.model:
+        copy_weights(run.model, run.eval_model)
+    if run.context.is_chief:
+        export_best(run.translator, run.paths.best)
+    run.report(f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}")
 
 
 def _resume(run, stages, state, trained, backup_weights):
@@ -429,6 +468,9 @@ def _resume(run, stages, state, trained, backup_weights):
         ):
             report(f"restored the checkpoint of step {state['step']} from the backup")
         return steps_done
+    if run.initial is not None:
+        fine_tune.initialize_weights(run.model, run.initial.model)
+        report(f"fine-tuning: weights of {training.init_from}, a fresh optimizer")
     if context.is_chief:
         # A fresh start in the directory of an earlier run: its checkpoints must not be
         # averaged with this run's, nor its stages taken for this run's.
@@ -440,8 +482,11 @@ def _resume(run, stages, state, trained, backup_weights):
     return 0
 
 
-def _fit(run, fits, callback_list, time_limit, verbose, final_weights=None):
+def _fit(run, fits, callback_list, stoppers, verbose, final_weights=None):
     """Runs the planned `fit` calls in the strategy's scope; returns their merged history.
+
+    `stoppers`: callbacks (or `None`s) with a `stopped` attribute (the time limit, early
+    stopping); once one has stopped, the planned `fit` calls left are not run.
 
     `final_weights`, when given, is loaded instead (training had ended before this run).
     """
@@ -449,7 +494,7 @@ def _fit(run, fits, callback_list, time_limit, verbose, final_weights=None):
     history = {}
     with context.scope():
         for initial_epoch, epochs, epoch_steps, skip in fits:
-            if time_limit is not None and time_limit.stopped:
+            if any(stopper is not None and stopper.stopped for stopper in stoppers):
                 break
             dataset = context.prepare_dataset(run.train_data.dataset.skip(skip))
             fit_history = model.fit(
@@ -496,6 +541,8 @@ def finalize_run(run, outcome):
         "averaged_checkpoints": averaged["checkpoints"],
         "history": trained["history"],
     }
+    if outcome.best is not None:
+        metrics["best"] = outcome.best
     history = trained["history"]
     if not context.is_chief:
         return TrainingResult(model, None, run.tokenizer, history, metrics, paths.output_dir, config)
@@ -677,8 +724,13 @@ def load_or_train_tokenizer(path, pairs, data, is_chief=True):
         lowercase=data.lowercase,
     )
     if is_chief:
-        write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
+        save_tokenizer(tokenizer, path)
     return tokenizer
+
+
+def save_tokenizer(tokenizer, path):
+    """Writes `tokenizer` as a run's `tokenizer.json` (what `load_or_train_tokenizer` reads)."""
+    write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
 
 
 def build_model(config, vocab_size):

@@ -80,3 +80,28 @@ def data(rows=12):
 
 def weights_of(model):
     return [keras.ops.convert_to_numpy(variable.value) for variable in model.weights]
+
+
+class Crash(keras.callbacks.Callback):
+    """Raises after training step `at_step`, or at the end of `fit` after the run's own
+    callbacks (a crash injected at a known point: every file a run writes is atomic, so a
+    `kill -9` there leaves the same files)."""
+
+    def __init__(self, at_step=None, at_end=False):
+        super().__init__()
+        self.at_step, self.at_end, self.step = at_step, at_end, 0
+
+    def on_train_begin(self, logs=None):
+        from keras_transformer.training.state import sync_model_state
+
+        sync_model_state(self.model)
+        self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step == self.at_step:
+            raise RuntimeError(f"crash at step {self.step}")
+
+    def on_train_end(self, logs=None):
+        if self.at_end:
+            raise RuntimeError("crash at the end of training")

@@ -1,0 +1,139 @@
+"""Fine-tuning: a run that starts from a trained translator (`[training] init_from`).
+
+The run takes the translator's tokenizer (no tokenizer is trained) and, on a fresh start, its
+weights; the optimizer is new (Adam's moments at zero, the warm-up schedule from step 0), so
+`[optimizer]` sets the fine-tuning learning rate (a smaller `learning_rate_scale` and a
+short `warmup_steps` are usual). The model is built from `[model]` as in any run, so
+`[model]` must describe the loaded architecture (the dropout rates may differ: they are
+training settings, not weights); a mismatch is a `ConfigError` that names both sides. A run
+resumed from its backup continues from the backup, never from `init_from` again.
+"""
+
+import os
+
+from keras_transformer.training.backup import STATE_FILENAME
+from keras_transformer.training.config import ConfigError
+from keras_transformer.training.files import read_json
+from keras_transformer.translator import Translator
+
+# The constructor arguments of `Transformer` that shape its weights or their meaning.
+ARCHITECTURE = (
+    "vocab_size",
+    "target_vocab_size",
+    "num_layers",
+    "num_decoder_layers",
+    "d_model",
+    "num_heads",
+    "ff_dim",
+    "activation",
+    "norm_first",
+    "share_embeddings",
+    "layer_norm_epsilon",
+)
+
+
+def load_translator(path):
+    """The `Translator` at `path`: a `translator.keras` file, a directory holding one (a run's
+    output directory, or its `best/`), or a preset directory (`Translator.from_preset`).
+
+    Args:
+        path: str. The file or directory.
+
+    Returns:
+        A `keras_transformer.Translator`.
+
+    Raises:
+        ConfigError: nothing loadable at `path`.
+    """
+    path = os.fspath(path)
+    name = "training.init_from"
+    if os.path.isdir(path):
+        inside = os.path.join(path, "translator.keras")
+        if os.path.isfile(inside):
+            return Translator.load(inside)
+        from_preset = getattr(Translator, "from_preset", None)
+        if from_preset is None or not os.path.isfile(os.path.join(path, "config.json")):
+            raise ConfigError(
+                f"`{name}` must be a translator.keras file, a directory holding one, or a "
+                f"preset directory (config.json, weights, tokenizer assets). Received: "
+                f"{name}={path!r}, a directory with neither"
+            )
+        return from_preset(path)
+    if not os.path.isfile(path):
+        raise ConfigError(f"`{name}` names no file or directory. Received: {name}={path!r}")
+    try:
+        return Translator.load(path)
+    except ValueError as error:
+        raise ConfigError(f"`{name}` cannot be loaded: {error}") from None
+
+
+def load_run_tokenizer(config, paths, pairs, is_chief=True):
+    """The run's tokenizer, and the translator of `training.init_from` (or `None`).
+
+    Without `init_from`, `keras_transformer.training.trainer.load_or_train_tokenizer`. With
+    it, the loaded translator's tokenizer, written to the run's `tokenizer.json` (so that the
+    run directory says which vocabulary its checkpoints use); a backup made with another
+    vocabulary is a `ConfigError` naming both.
+
+    Args:
+        config: `TrainingConfig`.
+        paths: the run's `RunPaths`.
+        pairs: list of `(source, target)` training pairs (to train a tokenizer on).
+        is_chief: bool. Whether this process writes. Defaults to `True`.
+
+    Returns:
+        `(tokenizer, translator)`.
+    """
+    # `trainer` imports this module: imported here, at call time.
+    from keras_transformer.training.trainer import load_or_train_tokenizer, save_tokenizer
+
+    init_from = config.training.init_from
+    if not init_from:
+        return load_or_train_tokenizer(paths.tokenizer, pairs, config.data, is_chief), None
+    translator = load_translator(init_from)
+    tokenizer = initial_tokenizer(translator)
+    saved = read_json(paths.tokenizer)
+    resuming = read_json(os.path.join(paths.backup, STATE_FILENAME)) is not None
+    if resuming and saved and saved.get("vocabulary") != tokenizer.get_vocabulary():
+        raise ConfigError(
+            f"The backup in {paths.backup!r} was trained with the vocabulary of "
+            f"{paths.tokenizer!r} ({len(saved.get('vocabulary') or [])} pieces), not with "
+            f"the one of `training.init_from` ({tokenizer.vocabulary_size()} pieces). Use "
+            f"another output_dir or delete the backup. Received: training.init_from={init_from!r}"
+        )
+    if is_chief:
+        save_tokenizer(tokenizer, paths.tokenizer)
+    return tokenizer, translator
+
+
+def initial_tokenizer(translator):
+    """The tokenizer a run fine-tuning `translator` trains with: its shared one."""
+    if translator.target_tokenizer is not None:
+        raise ConfigError(
+            "`training.init_from` holds a translator with separate source and target "
+            "tokenizers; training runs share one vocabulary. Received: source vocabulary of "
+            f"{translator.tokenizer.vocabulary_size()} and target vocabulary of "
+            f"{translator.target_tokenizer.vocabulary_size()} pieces"
+        )
+    return translator.tokenizer
+
+
+def check_architecture(model, loaded, init_from):
+    """Raises `ConfigError` naming both sides when the `[model]` section built `model` with
+    another architecture (or vocabulary) than the loaded `Transformer`."""
+    built, saved = model.get_config(), loaded.get_config()
+    differences = [key for key in ARCHITECTURE if built.get(key) != saved.get(key)]
+    if differences:
+        config_side = ", ".join(f"{key}={built.get(key)!r}" for key in differences)
+        loaded_side = ", ".join(f"{key}={saved.get(key)!r}" for key in differences)
+        raise ConfigError(
+            f"The [model] section does not match the model of `training.init_from` "
+            f"({init_from!r}): [model] builds {config_side}; the loaded model has "
+            f"{loaded_side}. Set them in [model] (vocabulary sizes come from the loaded "
+            f"tokenizer). Received: training.init_from={init_from!r}"
+        )
+
+
+def initialize_weights(model, loaded):
+    """Copies the weights of the loaded `Transformer` into `model` (same architecture)."""
+    model.set_weights(loaded.get_weights())
