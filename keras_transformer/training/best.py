@@ -20,25 +20,23 @@ import os
 import keras
 
 from keras_transformer.training.config import BEST_MONITORS
-from keras_transformer.training.files import atomic_directory, read_json, write_json
+from keras_transformer.training.files import read_json, write_json
 
 logger = logging.getLogger("keras_transformer")
 
-BEST_TRANSLATOR = "translator.keras"
 
 
 def export_best(translator, directory):
-    """Writes `translator` as the run's best export: `directory/translator.keras`.
+    """Writes `translator` as the run's best export: a preset directory
+    (`Translator.from_preset(directory)`), replaced atomically.
 
-    The one place that says what the best export is; the directory is replaced atomically.
+    The one place that says what the best export is.
 
     Args:
         translator: `keras_transformer.Translator`.
         directory: str. The export directory (`OUTPUT_DIR/best`).
     """
-    with atomic_directory(directory) as temporary:
-        os.makedirs(temporary)
-        translator.save(os.path.join(temporary, BEST_TRANSLATOR))
+    translator.save_to_preset(directory)
 
 
 def best_mode(monitor):

@@ -11,6 +11,7 @@ resumed from its backup continues from the backup, never from `init_from` again.
 
 import os
 
+from keras_transformer.presets import is_preset
 from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
 from keras_transformer.training.files import read_json
@@ -51,14 +52,13 @@ def load_translator(path):
         inside = os.path.join(path, "translator.keras")
         if os.path.isfile(inside):
             return Translator.load(inside)
-        from_preset = getattr(Translator, "from_preset", None)
-        if from_preset is None or not os.path.isfile(os.path.join(path, "config.json")):
+        if not is_preset(path):
             raise ConfigError(
                 f"`{name}` must be a translator.keras file, a directory holding one, or a "
                 f"preset directory (config.json, weights, tokenizer assets). Received: "
                 f"{name}={path!r}, a directory with neither"
             )
-        return from_preset(path)
+        return Translator.from_preset(path)
     if not os.path.isfile(path):
         raise ConfigError(f"`{name}` names no file or directory. Received: {name}={path!r}")
     try:

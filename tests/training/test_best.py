@@ -3,6 +3,7 @@ scores, its record across a resume, and `train` exporting the best step and stop
 across crashes."""
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -160,7 +161,10 @@ def test_invalid_keep_best_settings_name_the_setting(training, evaluation, data_
 def transformer_weights(translator_or_path, checkpoint=None):
     from keras_transformer import Translator
 
-    translator = Translator.load(translator_or_path)
+    if os.path.isdir(translator_or_path):
+        translator = Translator.from_preset(translator_or_path)
+    else:
+        translator = Translator.load(translator_or_path)
     if checkpoint:
         translator.model.load_weights(checkpoint)
     return weights_of(translator.model)
@@ -200,7 +204,7 @@ def test_train_exports_the_best_step_and_early_stopping_survives_a_crash(
     record = json.loads((output_dir / "best.json").read_text())
     assert record["evaluations"] == [[4, 3.0], [8, 2.0], [12, 2.5], [16, 2.6]]
     assert json.loads((output_dir / "backup" / "state.json").read_text())["step"] == 16
-    best = str(output_dir / "best" / "translator.keras")
+    best = str(output_dir / "best")  # a preset directory
     checkpoints = output_dir / "checkpoints"
     at_best = transformer_weights(best, str(checkpoints / "ckpt-00000008.weights.h5"))
     at_end = transformer_weights(best, str(checkpoints / "ckpt-00000016.weights.h5"))
