@@ -233,6 +233,17 @@ def test_translator_reloads_with_its_sentencepiece_model(saved):
     )
 
 
+
+def test_preset_directory_carries_the_sentencepiece_model(saved, tmp_path):
+    _, translator = saved
+    translator.save_to_preset(tmp_path / "preset")
+    restored = Translator.from_preset(tmp_path / "preset")
+    assert isinstance(restored.tokenizer, SentencePieceTokenizer)
+    assert restored.tokenizer.proto == translator.tokenizer.proto
+    sources = CORPUS[:3] + [""]
+    expected = [t.text for t in translator.translate(sources)]
+    assert [t.text for t in restored.translate(sources)] == expected
+
 def _rewrite(saved, tmp_path, asset):
     target = tmp_path / "crafted.keras"
     with zipfile.ZipFile(saved[0]) as reader, zipfile.ZipFile(target, "w") as writer:
