@@ -11,10 +11,9 @@ autocast scope of the layer's dtype policy) and skips the rest.
 import contextlib
 import contextvars
 
-try:  # Keras has no public autocast API; `Layer.__call__` uses these.
-    from keras.src.backend import AutocastScope, get_autocast_scope, is_float_dtype
-except ImportError:  # pragma: no cover - private API moved: keep `Layer.__call__`
-    AutocastScope = None
+# Keras' autocast scope is private API: `_backend` holds the one import of it (`None` if it
+# moved, and then `Layer.__call__` is kept).
+from keras_transformer._backend import AutocastScope, get_autocast_scope, is_float_dtype
 
 _DIRECT = contextvars.ContextVar("keras_transformer_direct_sublayer_calls", default=False)
 
