@@ -109,7 +109,8 @@ def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbin
     monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
     inputs = [sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS
     # What the SavedModel returns for these lines, batched as the command batches them.
-    expected_texts, _, expected_truncated = loaded_saved_model(inputs)
+    hypotheses, expected_truncated = loaded_saved_model.translate(inputs)
+    expected_texts = [text for ((text, _),) in hypotheses]
     status, lines, errors = run_main(
         capsysbinary,
         ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores"],
