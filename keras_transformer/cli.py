@@ -15,6 +15,13 @@ line, flushing after each batch. Inputs longer than the model's maximum source l
 truncated (a note on standard error says which); a batch that fails prints empty lines and an
 error on standard error, and the exit status is then 1.
 
+`translate --n-best N` (a `.keras` Translator or `--engine ctranslate2`) prints the N best
+hypotheses of each sentence instead, best first, one line each in the Moses / fairseq n-best
+format `INDEX ||| TRANSLATION ||| SCORE`: INDEX counts the sentences from 0, SCORE is the
+beam score (log probability / length penalty) with 6 decimals. Split a line at the first
+and the last ` ||| `. An empty sentence has one hypothesis, `""` with score 0; a sentence of
+a failed batch has none. `--beam-size 1` asks for greedy search.
+
 A user error (a bad config file or setting, a malformed or missing data file, an unreadable
 model) ends with one line on standard error, `keras-transformer: error: ...`, and the exit
 status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
@@ -186,6 +193,20 @@ def _add_translate_parser(subparsers):
     )
     parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
     parser.add_argument(
+        "--n-best",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="print the N best hypotheses of each sentence, best first, one per line as "
+        "'INDEX ||| TRANSLATION ||| SCORE' (INDEX counts sentences from 0; N <= beam size)",
+    )
+    parser.add_argument(
+        "--beam-size",
+        type=_positive_int,
+        default=None,
+        help="beam size, 1 for greedy search (.keras and ctranslate2 models; default: the model's)",
+    )
+    parser.add_argument(
         "--engine",
         choices=("keras", "ctranslate2"),
         default="keras",
@@ -206,6 +227,12 @@ def _translate(args):
     except Exception as error:  # Any load failure is reported, not a traceback.
         _error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
         return 2
+    if args.beam_size is not None or args.n_best is not None:
+        try:
+            backend.check_search_options(args.beam_size, args.n_best)
+        except ValueError as error:
+            _error(" ".join(str(error).split()))
+            return 2
     if args.sentences and args.sentences != ["-"]:
         # argv was decoded with the file system encoding (surrogateescape): recover the bytes.
         batches = [[os.fsencode(sentence) for sentence in args.sentences]]
@@ -217,13 +244,15 @@ def _translate(args):
     output = sys.stdout.buffer
     for batch in batches:
         try:
-            texts, scores, truncated = backend(batch)
+            hypotheses, truncated = backend.translate(batch, args.beam_size, args.n_best)
         except Exception as error:
             _error(
                 f"sentences {offset + 1}-{offset + len(batch)} failed: "
                 f"{type(error).__name__}: {error}"
             )
-            texts, scores, truncated = [""] * len(batch), [0.0] * len(batch), [False] * len(batch)
+            # A failed sentence prints an empty line (no line at all with --n-best).
+            hypotheses = [[] if args.n_best else [("", 0.0)] for _ in batch]
+            truncated = [False] * len(batch)
             status = 1
         for index, flag in enumerate(truncated):
             if flag:
@@ -231,11 +260,14 @@ def _translate(args):
                     f"sentence {offset + index + 1} is longer than the model's maximum source "
                     f"length{backend.limit}; only its beginning was translated"
                 )
-        for text, score in zip(texts, scores, strict=True):
-            line = " ".join(text.split("\n"))
-            if args.scores:
-                line = f"{float(score):.4f}\t{line}"
-            output.write(line.encode("utf-8", errors="replace") + b"\n")
+        for index, options in enumerate(hypotheses):
+            for text, score in options:
+                line = " ".join(text.split("\n"))
+                if args.n_best:
+                    line = f"{offset + index} ||| {line} ||| {float(score):.6f}"
+                elif args.scores:
+                    line = f"{float(score):.4f}\t{line}"
+                output.write(line.encode("utf-8", errors="replace") + b"\n")
         output.flush()
         offset += len(batch)
     return status
@@ -260,10 +292,23 @@ class _SavedModelBackend:
             f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
         )
 
-    def __call__(self, batch):
+    def check_search_options(self, beam_size, num_hypotheses):
+        if beam_size is not None or num_hypotheses is not None:
+            raise ValueError(
+                "A SavedModel searches with the beam size it was exported with and returns "
+                "the best translation only: `--beam-size` and `--n-best` need a .keras "
+                "Translator or `--engine ctranslate2`. "
+                f"Received: beam_size={beam_size}, n_best={num_hypotheses}"
+            )
+
+    def translate(self, batch, beam_size=None, num_hypotheses=None):
+        """`(hypotheses, truncated)`: a list of `(text, score)` per sentence, and flags."""
+        self.check_search_options(beam_size, num_hypotheses)
         outputs = self._signature(**{self._input_name: self._tf.constant(batch, self._tf.string)})
         texts = [text.decode("utf-8", errors="replace") for text in outputs["translations"].numpy()]
-        return texts, outputs["scores"].numpy().tolist(), outputs["truncated"].numpy().tolist()
+        scores = outputs["scores"].numpy().tolist()
+        truncated = outputs["truncated"].numpy().tolist()
+        return [[pair] for pair in zip(texts, scores, strict=True)], truncated
 
 
 class _KerasBackend:
@@ -276,13 +321,20 @@ class _KerasBackend:
         length = self._translator.max_source_length
         self.limit = f" ({length} tokens, i.e. {length - 2} word pieces)"
 
-    def __call__(self, batch):
-        translations = self._translator.translate(list(batch))
-        return (
-            [translation.text for translation in translations],
-            [translation.score for translation in translations],
-            [translation.truncated for translation in translations],
+    def check_search_options(self, beam_size, num_hypotheses):
+        from keras_transformer.translator import check_search_options
+
+        translator = self._translator
+        beam_size = translator.beam_size if beam_size is None else beam_size
+        check_search_options(beam_size, translator.alpha, num_hypotheses)
+
+    def translate(self, batch, beam_size=None, num_hypotheses=None):
+        """`(hypotheses, truncated)`: a list of `(text, score)` per sentence, and flags."""
+        results = self._translator.translate(
+            list(batch), beam_size=beam_size, num_hypotheses=num_hypotheses or 1
         )
+        hypotheses = [[(option.text, option.score) for option in options] for options in results]
+        return hypotheses, [options[0].truncated for options in results]
 
 
 class _CTranslate2Backend(_KerasBackend):

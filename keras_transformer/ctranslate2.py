@@ -10,9 +10,10 @@ rules for unusual inputs, CTranslate2's C++ search.
 
 CTranslate2 has no GNMT length penalty (it divides by `length ** alpha`) and stops a beam search
 once `beam_size * patience` hypotheses have finished, where ours stops once no live hypothesis
-can beat the worst finished one. So beam search asks CTranslate2 for raw log-probability sums
-(`length_penalty=0`) of `beam_size` hypotheses with `patience=2` and re-ranks them with our
-`((5 + length) / 6) ** alpha`, the end token counted in `length`.
+can beat the worst finished one. So beam search asks CTranslate2 for the raw log-probability
+sums (`length_penalty=0`) of all `beam_size * patience` finished hypotheses (`patience=2`; 4
+for n-best lists) and re-ranks them with our `((5 + length) / 6) ** alpha`, the end token
+counted in `length`: the scores of an n-best list are on our scale and in our order.
 
 `ctranslate2` is an optional dependency (`pip install keras-transformer[ctranslate2]`),
 imported only when these functions run.
@@ -23,7 +24,6 @@ import os
 
 import numpy as np
 
-from keras_transformer.generation import bucket_length
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 
 METADATA_FILENAME = "keras_transformer.json"
@@ -40,6 +40,11 @@ QUANTIZATIONS = (
 # CTranslate2 stops once `beam_size * PATIENCE` hypotheses have finished; with 2 its beam
 # outputs matched ours on every sentence we compared (with 1, about 1.4 % differed).
 PATIENCE = 2
+# n-best lists need the `beam_size` best by our length penalty, which may finish later: with
+# patience 2 the last hypothesis of a 3-best list differed on 1 of 4 fixture sentences, with
+# 3, 4 and 8 none did. Asking for more never changes the best (our beam search stops only once
+# no alive hypothesis can beat its worst finished one).
+N_BEST_PATIENCE = 4
 
 
 def export_ctranslate2(
@@ -75,10 +80,9 @@ def export_ctranslate2(
     CTranslate2Translator("translator_ct2")(["dos mil"])
     ```
     """
-    from keras_transformer.decoding import _check_alpha
     from keras_transformer.export import _check_translator
     from keras_transformer.presets import load_saved_translator
-    from keras_transformer.translator import _check_int
+    from keras_transformer.translator import check_search_options
 
     directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -95,8 +99,7 @@ def export_ctranslate2(
     _check_translator(translator)
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha
-    _check_int("beam_size", beam_size, 1)
-    _check_alpha(alpha)
+    check_search_options(beam_size, alpha, None)
     spec = transformer_spec(translator)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -199,7 +202,7 @@ class CTranslate2Translator:
 
     Returns:
         A `str` for one sentence, a list of `str` for a list; `translate` returns
-        `keras_transformer.translator.Translation`s.
+        `keras_transformer.translator.Translation`s (n-best lists with `num_hypotheses`).
     """
 
     def __init__(
@@ -243,7 +246,7 @@ class CTranslate2Translator:
             return [translation.text for translation in translations]
         return translations.text
 
-    def translate(self, sentences, beam_size=None, alpha=None):
+    def translate(self, sentences, beam_size=None, alpha=None, num_hypotheses=None):
         """Translates sentences and returns `Translation`s (text, score, tokens).
 
         Args:
@@ -251,97 +254,55 @@ class CTranslate2Translator:
             beam_size: int. Overrides `self.beam_size`; `1` runs greedy search.
                 Defaults to `None`.
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
+            num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
+                hypotheses, best first. Defaults to `None`: the best only.
 
         Returns:
-            A `Translation` for one sentence, a list of `Translation`s for a list.
+            As `keras_transformer.Translator.translate`: a `Translation` (a list of `n` with
+            `num_hypotheses=n`) per sentence, a list of them for a list.
         """
-        from keras_transformer.decoding import _check_alpha
-        from keras_transformer.translator import Translation, _check_int, _to_bytes_list
+        from keras_transformer.translator import check_search_options, run_translation
 
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
-        _check_int("beam_size", beam_size, 1)
-        _check_alpha(alpha)
-        single = isinstance(sentences, (str, bytes))
-        strings = _to_bytes_list([sentences] if single else sentences)
-        if not strings:
-            return []
-        features = self.preprocessor.generate_preprocess(strings)
-        source_ids = features["encoder_inputs"].to_list()
-        empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
-        outputs = [None] * len(source_ids)
-        # Non-empty sources, grouped by bucket: the maximum output length depends on it.
-        by_bucket = {}
-        for index, ids in enumerate(source_ids):
-            if not empty[index]:
-                bucket = bucket_length(len(ids), self.bucket_boundaries)
-                by_bucket.setdefault(bucket, []).append(index)
-        for bucket, indices in sorted(by_bucket.items()):
-            sources = [_tokens(self.tokenizer, source_ids[index]) for index in indices]
-            for index, output in zip(
-                indices, self._search(sources, bucket + self.extra_length, beam_size, alpha)
-            ):
-                outputs[index] = output
+        check_search_options(beam_size, alpha, num_hypotheses)
 
-        texts = {}
-        generated = [index for index, output in enumerate(outputs) if output is not None]
-        if generated:
-            longest = max(len(outputs[index][0]) for index in generated)
-            rows = [  # (generated, longest), padded
-                outputs[index][0] + [self._target.pad_id] * (longest - len(outputs[index][0]))
-                for index in generated
-            ]
-            decoded = self.preprocessor.generate_postprocess(rows).numpy()
-            texts = {
-                index: text.decode("utf-8", "replace")
-                for index, text in zip(generated, decoded, strict=True)
-            }
-        translations = []
-        for index, ids in enumerate(source_ids):
-            tokens, score = outputs[index] if outputs[index] is not None else ([], 0.0)
-            translations.append(
-                Translation(
-                    text=texts.get(index, ""),
-                    score=float(score),
-                    tokens=tokens,
-                    truncated=bool(truncated[index]),
-                    source_tokens=_tokens(self.tokenizer, ids),
-                    target_tokens=_tokens(self._target, tokens),
-                )
+        def search(source_ids, bucket):
+            # The maximum output length depends on the bucket, as in `Translator`.
+            sources = [_tokens(self.tokenizer, ids) for ids in source_ids]
+            return self._search(
+                sources, bucket + self.extra_length, beam_size, alpha, num_hypotheses or 1
             )
-        return translations[0] if single else translations
+
+        return run_translation(
+            self.preprocessor, sentences, search, self.batch_size, num_hypotheses
+        )
 
     # === Helpers ===
     @property
     def _target(self):
         return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
 
-    def _search(self, sources, max_length, beam_size, alpha):
-        """`(ids, score)` per source, ids ending with the end token when it was generated."""
+    def _search(self, sources, max_new_tokens, beam_size, alpha, count):
+        """For each source, at least `count` hypotheses `(ids, score)`, best first, ids
+        ending with the end token when it was generated."""
         from keras_transformer.decoding import length_penalty
-        from keras_transformer.translator import _trim
+        from keras_transformer.generation import trim
 
         options = dict(
             max_batch_size=self.batch_size,
-            max_decoding_length=max_length,
+            max_decoding_length=max_new_tokens,
             min_decoding_length=0,
             max_input_length=0,
             return_scores=True,
             return_end_token=True,
+            length_penalty=0.0,
         )
-        if beam_size == 1:
-            results = self._translator.translate_batch(
-                sources, beam_size=1, length_penalty=0.0, **options
-            )
-        else:
-            results = self._translator.translate_batch(
-                sources,
-                beam_size=beam_size,
-                patience=PATIENCE,
-                num_hypotheses=beam_size,
-                length_penalty=0.0,
-                **options,
-            )
+        if beam_size > 1:
+            # All `beam_size * patience` finished hypotheses, re-ranked below.
+            patience = PATIENCE if count == 1 else N_BEST_PATIENCE
+            options.update(patience=patience, num_hypotheses=beam_size * patience)
+        results = self._translator.translate_batch(sources, beam_size=beam_size, **options)
         end_id = self._target.end_id
         outputs = []
         for result in results:
@@ -349,14 +310,15 @@ class CTranslate2Translator:
             for hypothesis, score in zip(result.hypotheses, result.scores, strict=True):
                 ids = [self._target_ids[token] for token in hypothesis]
                 if beam_size > 1:
-                    # Hypotheses cut at `max_length` count as that long, as in ours.
-                    length = len(ids) if end_id in ids else max_length
+                    # Raw log-probability sums re-ranked with our length penalty, so the
+                    # scores are on our scale; hypotheses cut at `max_new_tokens` count as
+                    # that long, as in ours.
+                    length = len(ids) if end_id in ids else max_new_tokens
                     score = score / float(length_penalty(length, alpha))
-                candidates.append((ids, score))
-            ids, score = max(candidates, key=lambda candidate: candidate[1])
-            # Trailing padding ids (which only an untrained model generates) are dropped, as
-            # `Translator` does.
-            outputs.append((_trim(ids, end_id, self._target.pad_id), score))
+                # Trailing padding ids (which only an untrained model generates) are
+                # dropped, as `Translator` does.
+                candidates.append((trim(ids, end_id, self._target.pad_id), score))
+            outputs.append(sorted(candidates, key=lambda candidate: -candidate[1]))
         return outputs
 
 

@@ -16,7 +16,7 @@ next_logits(tokens, cache, index) -> (logits, new_cache)
 
 Both searches are written with `keras.ops.while_loop` over static shapes only, so they run
 eagerly on every backend and trace once inside `tf.function(jit_compile=True)` or `jax.jit`
-(with `max_length` and `beam_size` fixed by the caller, as they are Python ints).
+(with `max_new_tokens` and `beam_size` fixed by the caller, as they are Python ints).
 
 Scores are natural-log probabilities. Greedy search returns the plain sum of the log
 probabilities of the chosen tokens. Beam search returns that sum divided by the GNMT length
@@ -43,7 +43,7 @@ class _GreedyState(NamedTuple):
     index: Any  # int32 scalar: the decoder position of `tokens`
     tokens: Any  # int32 (batch,): the last tokens
     cache: Any  # pytree of tensors, batch on axis 0
-    sequences: Any  # int32 (batch, max_length)
+    sequences: Any  # int32 (batch, max_new_tokens)
     scores: Any  # float32 (batch,): sum of log probabilities
     finished: Any  # bool (batch,)
 
@@ -53,10 +53,10 @@ class _BeamState(NamedTuple):
 
     index: Any  # int32 scalar: the decoder position of `alive_tokens`
     alive_tokens: Any  # int32 (batch, beam): the last tokens
-    alive_sequences: Any  # int32 (batch, beam, max_length)
+    alive_sequences: Any  # int32 (batch, beam, max_new_tokens)
     alive_log_probs: Any  # float32 (batch, beam)
     cache: Any  # pytree of tensors, (batch * beam) rows on axis 0
-    finished_sequences: Any  # int32 (batch, beam, max_length)
+    finished_sequences: Any  # int32 (batch, beam, max_new_tokens)
     finished_scores: Any  # float32 (batch, beam): length-penalised
     finished_flags: Any  # bool (batch, beam): whether the slot holds a hypothesis
 
@@ -104,12 +104,12 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + length) / 6.0, float(alpha))
 
 
-def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0):
+def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id=0):
     """Batched greedy decoding: at every step take the most probable next token.
 
     A sequence is finished once it produces `end_id`; later positions hold `pad_id` and add
     nothing to its score. The loop stops as soon as every sequence is finished, or after
-    `max_length` steps.
+    `max_new_tokens` steps.
 
     Args:
         next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
@@ -118,14 +118,14 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
             `next_logits`. May be empty (`{}`).
         start_tokens: int tensor `(batch,)`. The token at position 0 (for example the start
             of sequence id).
-        max_length: int `>= 1`. Number of tokens to generate, the end token included.
+        max_new_tokens: int `>= 1`. Number of tokens to generate, the end token included.
         end_id: int. End-of-sequence token id.
         pad_id: int. Written after the end token. Defaults to 0.
 
     Returns:
         A tuple `(sequences, scores)`:
 
-        - `sequences`: int32 `(batch, max_length)`, the generated tokens without the start
+        - `sequences`: int32 `(batch, max_new_tokens)`, the generated tokens without the start
           token, the end token included, `pad_id` after it.
         - `scores`: float32 `(batch,)`, the sum of the log probabilities of the generated
           tokens, up to and including the end token.
@@ -144,7 +144,7 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
     >>> def next_logits(tokens, cache, index):
     ...     return ops.take(table, tokens[:, 0], axis=0), cache
     >>> sequences, scores = greedy_search(
-    ...     next_logits, {}, ops.array([2], "int32"), max_length=4, end_id=1)
+    ...     next_logits, {}, ops.array([2], "int32"), max_new_tokens=4, end_id=1)
     >>> ops.convert_to_numpy(sequences).tolist()
     [[3, 1, 0, 0]]
     >>> round(float(scores[0]), 4) == round(float(np.log(0.7) + np.log(0.6)), 4)
@@ -153,17 +153,17 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 3.
     """
-    _check_max_length(max_length)
+    _check_max_new_tokens(max_new_tokens)
     end_id = _check_token_id(end_id, "end_id")
     pad_id = _check_token_id(pad_id, "pad_id")
     start_tokens = _check_start_tokens(start_tokens)
 
     batch_size = ops.shape(start_tokens)[0]
-    positions = ops.arange(max_length, dtype="int32")[None, :]  # (1, max_length)
+    positions = ops.arange(max_new_tokens, dtype="int32")[None, :]  # (1, max_new_tokens)
 
     def condition(state):
         return ops.logical_and(
-            ops.less(state.index, max_length), ops.logical_not(ops.all(state.finished))
+            ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(state.finished))
         )
 
     def body(state):
@@ -183,7 +183,7 @@ def greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id=0
         index=ops.convert_to_tensor(0, "int32"),
         tokens=start_tokens,
         cache=cache,
-        sequences=ops.full((batch_size, max_length), pad_id, dtype="int32"),
+        sequences=ops.full((batch_size, max_new_tokens), pad_id, dtype="int32"),
         scores=ops.zeros((batch_size,), dtype="float32"),
         finished=ops.zeros((batch_size,), dtype="bool"),
     )
@@ -195,7 +195,7 @@ def beam_search(
     next_logits,
     cache,
     start_tokens,
-    max_length,
+    max_new_tokens,
     end_id,
     beam_size=4,
     alpha=0.6,
@@ -218,13 +218,13 @@ def beam_search(
     flax also finish lower-ranked extensions) makes `beam_size=1, alpha=0` exactly
     `greedy_search`.
 
-    The loop stops after `max_length` steps, or earlier once, for every batch element, all
+    The loop stops after `max_new_tokens` steps, or earlier once, for every batch element, all
     `beam_size` finished slots are filled and even the best alive hypothesis, given the most
-    favourable length penalty (that of `max_length`), cannot beat the worst finished score.
+    favourable length penalty (that of `max_new_tokens`), cannot beat the worst finished score.
     Log probabilities only decrease as a hypothesis grows, so that bound is safe.
 
-    Hypotheses still alive at the end were cut short by `max_length`; they compete with the
-    finished ones, scored the same way with `length = max_length`. A batch element with no
+    Hypotheses still alive at the end were cut short by `max_new_tokens`; they compete with the
+    finished ones, scored the same way with `length = max_new_tokens`. A batch element with no
     finished hypothesis thus returns its alive beams (as in flax), and one with fewer than
     `beam_size` finished hypotheses fills its other slots with alive ones.
 
@@ -238,7 +238,7 @@ def beam_search(
             docstring. Called once per step with `batch * beam_size` rows.
         cache: pytree of tensors, each with the batch on axis 0, as for one beam. May be empty.
         start_tokens: int tensor `(batch,)`. The token at position 0.
-        max_length: int `>= 1`. Most tokens to generate, the end token included.
+        max_new_tokens: int `>= 1`. Most tokens to generate, the end token included.
         end_id: int. End-of-sequence token id.
         beam_size: int `>= 1`. Hypotheses kept per batch element. Defaults to 4.
         alpha: float `>= 0`. Length penalty strength, see `length_penalty`. Defaults to 0.6.
@@ -247,7 +247,7 @@ def beam_search(
     Returns:
         A tuple `(sequences, scores)`, best first:
 
-        - `sequences`: int32 `(batch, beam_size, max_length)`, without the start token, the
+        - `sequences`: int32 `(batch, beam_size, max_new_tokens)`, without the start token, the
           end token included, `pad_id` after it.
         - `scores`: float32 `(batch, beam_size)`, log probability divided by the length
           penalty.
@@ -268,7 +268,7 @@ def beam_search(
     >>> def next_logits(tokens, cache, index):
     ...     return ops.take(table, tokens[:, 0], axis=0), cache
     >>> sequences, scores = beam_search(
-    ...     next_logits, {}, ops.array([2], "int32"), max_length=3, end_id=1,
+    ...     next_logits, {}, ops.array([2], "int32"), max_new_tokens=3, end_id=1,
     ...     beam_size=2, alpha=0.0)
     >>> ops.convert_to_numpy(sequences)[0, 0].tolist()
     [4, 1, 0]
@@ -277,7 +277,7 @@ def beam_search(
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7 (length penalty).
     """
-    _check_max_length(max_length)
+    _check_max_new_tokens(max_new_tokens)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
     _check_alpha(alpha)
@@ -287,16 +287,18 @@ def beam_search(
 
     batch_size = ops.shape(start_tokens)[0]
     num_candidates = 2 * beam_size
-    positions = ops.arange(max_length, dtype="int32")[None, None, :]  # (1, 1, max_length)
+    positions = ops.arange(max_new_tokens, dtype="int32")[None, None, :]  # (1, 1, max_new_tokens)
     # Row offset of each example in the flattened (batch * beam_size) cache.
     row_offsets = ops.arange(batch_size, dtype="int32")[:, None] * beam_size  # (batch, 1)
-    best_possible_penalty = length_penalty(max_length, alpha)
+    best_possible_penalty = length_penalty(max_new_tokens, alpha)
 
     def condition(state):
         best_alive = ops.max(state.alive_log_probs, axis=1) / best_possible_penalty  # (batch,)
         worst_finished = ops.min(state.finished_scores, axis=1)  # (batch,)
         done = ops.logical_and(ops.all(state.finished_flags, axis=1), worst_finished >= best_alive)
-        return ops.logical_and(ops.less(state.index, max_length), ops.logical_not(ops.all(done)))
+        return ops.logical_and(
+            ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(done))
+        )
 
     def body(state):
         index = state.index
@@ -315,7 +317,7 @@ def beam_search(
         candidate_sequences = _gather_beams(state.alive_sequences, candidate_beams)
         candidate_sequences = ops.where(
             positions == index, candidate_tokens[:, :, None], candidate_sequences
-        )  # (batch, 2 * beam, max_length)
+        )  # (batch, 2 * beam, max_new_tokens)
         ends = ops.equal(candidate_tokens, end_id)
 
         # Alive: the best beam_size candidates that did not end.
@@ -365,7 +367,7 @@ def beam_search(
     # Only beam 0 is a real hypothesis at the start; the others are copies that must not
     # produce duplicate extensions, so they start with an invalid log probability.
     first_beam = ops.arange(beam_size, dtype="int32")[None, :] == 0  # (1, beam)
-    empty_sequences = ops.full((batch_size, beam_size, max_length), pad_id, dtype="int32")
+    empty_sequences = ops.full((batch_size, beam_size, max_new_tokens), pad_id, dtype="int32")
     state = _BeamState(
         index=ops.convert_to_tensor(0, "int32"),
         alive_tokens=ops.repeat(start_tokens[:, None], beam_size, axis=1),  # (batch, beam)
@@ -382,7 +384,7 @@ def beam_search(
     )
     state = _while_loop(condition, body, state)
 
-    # Hypotheses still alive were cut short by max_length (or, after an early stop, cannot
+    # Hypotheses still alive were cut short by max_new_tokens (or, after an early stop, cannot
     # beat any finished one): they compete with the finished ones, scored with their
     # `index` tokens. Finished ones come first in the concatenation, so they win ties.
     alive_scores = state.alive_log_probs / length_penalty(state.index, alpha)
@@ -403,10 +405,14 @@ def _gather_beams(sequences, beam_indices):
     return ops.take_along_axis(sequences, indices, axis=1)
 
 
-def _check_max_length(max_length):
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+def _check_max_new_tokens(max_new_tokens):
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 1
+    ):
         raise ValueError(
-            f"`max_length` must be a Python int >= 1. Received: max_length={max_length!r}"
+            f"`max_new_tokens` must be a Python int >= 1. Received: max_new_tokens={max_new_tokens!r}"
         )
 
 

@@ -158,7 +158,6 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
 
     preprocessor = translator.preprocessor
     generator = translator.make_generator(jit_compile)
-    search = "greedy" if beam_size == 1 else "beam"
 
     def translate_rows(source):
         """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
@@ -168,12 +167,9 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
         def branch(bucket):
             def run():
                 encoder_inputs = preprocessor.pad_batch(source, bucket)
-                function = generator.function(
-                    search, bucket + translator.extra_length, beam_size, alpha
-                )
-                sequences, scores = function(encoder_inputs)
-                if search == "beam":
-                    sequences, scores = sequences[:, 0], scores[:, 0]
+                function = generator.function(bucket + translator.extra_length, beam_size, alpha)
+                sequences, scores = function(encoder_inputs)  # (batch, beam_size, ...), best first
+                sequences, scores = sequences[:, 0], scores[:, 0]
                 return preprocessor.generate_postprocess(sequences), scores
 
             return run

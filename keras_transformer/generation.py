@@ -1,6 +1,10 @@
 """Compiled, bucketed generation with a `Transformer`: cached greedy and beam search, and an
 uncached greedy reference.
 
+One way to ask for greedy search: `beam_size=1`. `max_new_tokens` is the number of tokens to
+generate (the end token included); `max_length` in this package is always the longest kept
+sequence (`[START]`/`[END]` included), as in `make_dataset` and the training config.
+
 `Generator` turns a model into a function `encoder_inputs (batch, source_length) int32 ->
 (sequences, scores)` and compiles it once per input shape, in the way each backend compiles:
 
@@ -17,9 +21,10 @@ source lengths to `bucket_length(length, boundaries)` and batch sizes to
 `padded_batch_size(batch_size)` (see `keras_transformer.Translator`).
 
 The paper (§6.1) sets the maximum output length to the input length + 50; here it is the
-(padded) source length + `extra_length`.
+(padded) source length + `extra_length` new tokens.
 """
 
+import numpy as np
 from keras import ops
 
 from keras_transformer import _backend
@@ -27,10 +32,8 @@ from keras_transformer import _backend
 # `bucket_length` and `padded_batch_size` live with the other bucketing rules; imported here
 # for the callers (and the API) that find them beside the `Generator`.
 from keras_transformer.data.buckets import bucket_length, padded_batch_size  # noqa: F401
-from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding import _check_alpha, beam_search, greedy_search
 from keras_transformer.layers.token_ids import check_token_ids
-
-SEARCHES = ("greedy", "beam", "uncached_greedy")
 
 
 def generate(
@@ -38,8 +41,7 @@ def generate(
     encoder_inputs,
     start_id,
     end_id,
-    max_length,
-    search="beam",
+    max_new_tokens,
     beam_size=4,
     alpha=0.6,
     pad_id=0,
@@ -47,71 +49,139 @@ def generate(
     """Encodes `encoder_inputs` and searches for their translations (not compiled).
 
     The building block that `Generator` compiles. Every argument but `model` and
-    `encoder_inputs` must be a Python value.
+    `encoder_inputs` must be a Python value. The decoder keeps a key/value cache
+    (`cached_next_logits`).
 
     Args:
         model: `keras_transformer.Transformer`.
         encoder_inputs: int32 `(batch, source_length)`, 0 = padding.
         start_id: int. Decoder start token.
         end_id: int. End token.
-        max_length: int. Most tokens to generate, the end token included.
-        search: str. `"greedy"` (cached `greedy_search`), `"beam"` (cached `beam_search`), or
-            `"uncached_greedy"`: greedy search that re-runs `model.decode` over the whole
-            prefix (a static `(batch, max_length)` buffer) at every step, the slow reference
-            the cached searches are tested against. Defaults to `"beam"`.
-        beam_size: int. Beams, for `search="beam"`. Defaults to `4`.
-        alpha: float. Length penalty, for `search="beam"`. Defaults to `0.6`.
+        max_new_tokens: int. Most tokens to generate, the end token included.
+        beam_size: int. Beams; `1` runs greedy search (`decoding.greedy_search`), more
+            `decoding.beam_search`. Defaults to `4`.
+        alpha: float. Length penalty of beam search (unused by greedy search). Defaults to
+            `0.6`.
         pad_id: int. Defaults to `0`.
 
     Returns:
-        `(sequences, scores)`: for greedy searches int32 `(batch, max_length)` and float32
-        `(batch,)`, the sum of the token log probabilities; for beam search int32
-        `(batch, beam_size, max_length)` and float32 `(batch, beam_size)`, best first, the log
-        probability divided by the length penalty. Sequences hold no start token; they end with
-        `end_id` followed by `pad_id` (unless cut at `max_length`).
+        `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
+        float32 `(batch, beam_size)`. Beam search scores are log probabilities divided by the
+        length penalty; greedy search scores (`beam_size=1`) the plain sums of the token log
+        probabilities. Sequences hold no start token; they end with `end_id` followed by
+        `pad_id` (unless cut at `max_new_tokens`).
     """
-    _check_search(search)
-    encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
-    batch_size = ops.shape(encoder_inputs)[0]
-    start_tokens = ops.full((batch_size,), start_id, dtype="int32")
-
-    if search == "uncached_greedy":
-
-        def next_logits(tokens, cache, index):
-            buffer = ops.slice_update(
-                cache["tokens"], [ops.zeros((), "int32"), index], tokens
-            )  # (batch, max_length), tokens 0 .. index written
-            logits = model.decode(
-                buffer, cache["encoder_outputs"], cache["padding_mask"], training=False
-            )  # (batch, max_length, vocab)
-            logits = ops.take(logits, index, axis=1)  # (batch, vocab)
-            return logits, {**cache, "tokens": buffer}
-
-        cache = {
-            "tokens": ops.full((batch_size, max_length), pad_id, dtype="int32"),
-            "encoder_outputs": encoder_outputs,
-            "padding_mask": padding_mask,
-        }
-        return greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id)
-
-    def next_logits(tokens, cache, index):
-        logits, layers = model.decode_step(tokens, cache["layers"], index, cache["padding_mask"])
-        return logits, {"layers": layers, "padding_mask": cache["padding_mask"]}
-
-    # Cross-attention keys/values are computed here, once; self-attention K/V fill step by step.
-    cache = {"layers": model.init_cache(encoder_outputs, max_length), "padding_mask": padding_mask}
-    if search == "greedy":
-        return greedy_search(next_logits, cache, start_tokens, max_length, end_id, pad_id)
+    next_logits, cache = cached_next_logits(model, encoder_inputs, max_new_tokens)
+    start_tokens = ops.full((ops.shape(encoder_inputs)[0],), start_id, dtype="int32")
+    if beam_size == 1:
+        sequences, scores = greedy_search(
+            next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id
+        )
+        return sequences[:, None], scores[:, None]
     return beam_search(
         next_logits,
         cache,
         start_tokens,
-        max_length,
+        max_new_tokens,
         end_id,
         beam_size=beam_size,
         alpha=alpha,
         pad_id=pad_id,
     )
+
+
+def cached_next_logits(model, encoder_inputs, max_new_tokens):
+    """Encodes `encoder_inputs`: the `(next_logits, cache)` that `decoding`'s searches take.
+
+    `next_logits` runs `model.decode_step` on one token; the cache holds each decoder block's
+    self-attention keys/values (`max_new_tokens` positions, filled step by step) and
+    cross-attention keys/values (computed here, once), and the source padding mask.
+    """
+    encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
+
+    def next_logits(tokens, cache, index):
+        logits, layers = model.decode_step(tokens, cache["layers"], index, cache["padding_mask"])
+        return logits, {"layers": layers, "padding_mask": cache["padding_mask"]}
+
+    cache = {
+        "layers": model.init_cache(encoder_outputs, max_new_tokens),
+        "padding_mask": padding_mask,
+    }
+    return next_logits, cache
+
+
+def generate_uncached_greedy(model, encoder_inputs, start_id, end_id, max_new_tokens, pad_id=0):
+    """Greedy search without a cache: the slow reference the cached searches are tested and
+    benchmarked against.
+
+    Every step re-runs `model.decode` over the whole prefix, held in a static
+    `(batch, max_new_tokens)` buffer. Arguments and results as `generate` with `beam_size=1`.
+    """
+    encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
+    batch_size = ops.shape(encoder_inputs)[0]
+
+    def next_logits(tokens, buffer, index):
+        buffer = ops.slice_update(
+            buffer, [ops.zeros((), "int32"), index], tokens
+        )  # (batch, max_new_tokens), tokens 0 .. index written
+        logits = model.decode(
+            buffer, encoder_outputs, padding_mask, training=False
+        )  # (batch, max_new_tokens, vocab)
+        return ops.take(logits, index, axis=1), buffer  # (batch, vocab)
+
+    sequences, scores = greedy_search(
+        next_logits,
+        ops.full((batch_size, max_new_tokens), pad_id, dtype="int32"),
+        ops.full((batch_size,), start_id, dtype="int32"),
+        max_new_tokens,
+        end_id,
+        pad_id,
+    )
+    return sequences[:, None], scores[:, None]
+
+
+def trim(sequence, end_id, pad_id):
+    """Generated ids up to and including the end token (or up to trailing padding).
+
+    Example:
+
+    >>> trim([5, 6, 2, 0, 0], end_id=2, pad_id=0), trim([5, 0, 0], end_id=2, pad_id=0)
+    ([5, 6, 2], [5])
+    """
+    tokens = [int(token) for token in sequence]
+    if end_id in tokens:
+        return tokens[: tokens.index(end_id) + 1]
+    while tokens and tokens[-1] == pad_id:
+        tokens.pop()
+    return tokens
+
+
+def cross_attention(model, start_id, source_ids, tokens):
+    """Cross-attention probabilities with which `model` produced `tokens` from `source_ids`.
+
+    One uncached decoder pass over `[START] tokens[:-1]` (teacher forcing), for plotting.
+
+    Args:
+        model: `keras_transformer.Transformer`.
+        start_id: int. Decoder start token.
+        source_ids: list of int. The encoder input, `[START]` and `[END]` included.
+        tokens: list of int. The generated tokens.
+
+    Returns:
+        float32 NumPy array `(num_decoder_layers, num_heads, len(tokens), len(source_ids))`,
+        or `None` when `tokens` is empty.
+    """
+    if not tokens:
+        return None
+    decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
+    with _backend.no_grad():
+        encoder_outputs, padding_mask = model.encode(
+            np.array([source_ids], "int32"), training=False
+        )
+        _, scores = model.decode(
+            decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
+        )
+    return np.stack([ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
 
 
 class Generator:
@@ -128,7 +198,7 @@ class Generator:
         start_id: int. Decoder start token id.
         end_id: int. End token id.
         pad_id: int. Padding id. Defaults to `0`.
-        extra_length: int. With `max_length=None`, generate at most `source_length +
+        extra_length: int. With `max_new_tokens=None`, generate at most `source_length +
             extra_length` tokens (paper §6.1: input length + 50). Defaults to `50`.
         jit_compile: bool. Compile (TensorFlow, JAX). `False` runs eagerly. Defaults to `True`.
 
@@ -137,14 +207,14 @@ class Generator:
             below `model.vocab_size` (checked before compiling: a `ValueError` names the first
             bad id). Pad lengths and batch sizes to a few values (`bucket_length`,
             `padded_batch_size`) to bound the number of compiled shapes.
-        search: str. `"beam"`, `"greedy"` or `"uncached_greedy"` (see `generate`). Defaults to
-            `"beam"`.
-        beam_size: int. Defaults to `4`.
-        alpha: float. Defaults to `0.6`.
-        max_length: int. Defaults to `None`: `source_length + extra_length`.
+        beam_size: int. Beams; `1` runs greedy search. Defaults to `4`.
+        alpha: float. Length penalty of beam search. Defaults to `0.6`.
+        max_new_tokens: int. Most tokens to generate, the end token included. Defaults to
+            `None`: `source_length + extra_length`.
 
     Returns:
-        `(sequences, scores)` NumPy arrays, as from `generate`.
+        `(sequences, scores)` NumPy arrays, as from `generate`: `(batch, beam_size,
+        max_new_tokens)` and `(batch, beam_size)`, best first.
 
     Example:
 
@@ -152,19 +222,16 @@ class Generator:
     >>> from keras_transformer import Transformer
     >>> model = Transformer.from_preset("tiny", vocab_size=20)
     >>> generator = Generator(model, start_id=1, end_id=2, extra_length=4)
-    >>> sequences, scores = generator(np.array([[5, 6, 7, 0]], "int32"), search="greedy")
+    >>> sequences, scores = generator(np.array([[5, 6, 7, 0]], "int32"), beam_size=1)
     >>> sequences.shape
-    (1, 8)
+    (1, 1, 8)
 
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
     """
 
     def __init__(self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True):
-        if not isinstance(extra_length, int) or isinstance(extra_length, bool) or extra_length < 1:
-            raise ValueError(
-                f"`extra_length` must be an int >= 1. Received: extra_length={extra_length!r}"
-            )
+        _check_positive_int("extra_length", extra_length)
         for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
             check_token_ids(value, model.target_vocab_size, name)
         self.model = model
@@ -176,50 +243,68 @@ class Generator:
         self.trace_count = 0
         self._functions = {}
 
-    def __call__(self, encoder_inputs, search="beam", beam_size=4, alpha=0.6, max_length=None):
-        _check_search(search)
-        if len(encoder_inputs.shape) != 2:
-            raise ValueError(
-                "`encoder_inputs` must have shape (batch, source_length). "
-                f"Received: encoder_inputs.shape={tuple(encoder_inputs.shape)}"
-            )
-        # Here, eagerly: inside the compiled search the values cannot be checked.
-        check_token_ids(encoder_inputs, self.model.vocab_size, "encoder_inputs")
-        if max_length is None:
-            max_length = int(encoder_inputs.shape[1]) + self.extra_length
-        function = self.function(search, max_length, beam_size, alpha)
-        sequences, scores = function(encoder_inputs)
-        return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
+    def __call__(self, encoder_inputs, beam_size=4, alpha=0.6, max_new_tokens=None):
+        return self._run(encoder_inputs, max_new_tokens, beam_size, alpha)
 
-    def function(self, search="beam", max_length=64, beam_size=4, alpha=0.6):
+    def uncached_greedy(self, encoder_inputs, max_new_tokens=None):
+        """Compiled `generate_uncached_greedy`: the slow reference for tests and benchmarks.
+
+        Arguments and results as a call with `beam_size=1`.
+        """
+        return self._run(encoder_inputs, max_new_tokens, None, 0.0)
+
+    def function(self, max_new_tokens, beam_size=4, alpha=0.6):
         """The compiled `encoder_inputs -> (sequences, scores)` function for these options.
 
         On TensorFlow it is a `tf.function` that can also be called inside another
         `tf.function` (the SavedModel export does).
         """
-        _check_search(search)
-        if search != "beam":
-            beam_size, alpha = 1, 0.0
-        key = (search, int(max_length), int(beam_size), float(alpha))
+        _check_positive_int("beam_size", beam_size)
+        _check_alpha(alpha)
+        return self._function(max_new_tokens, beam_size, 0.0 if beam_size == 1 else alpha)
+
+    # === Helpers ===
+    def _run(self, encoder_inputs, max_new_tokens, beam_size, alpha):
+        if len(encoder_inputs.shape) != 2:
+            raise ValueError(
+                "`encoder_inputs` must have shape (batch, source_length). "
+                f"Received: encoder_inputs.shape={tuple(encoder_inputs.shape)}"
+            )
+        if max_new_tokens is None:
+            max_new_tokens = int(encoder_inputs.shape[1]) + self.extra_length
+        if beam_size is None:  # The uncached reference.
+            function = self._function(max_new_tokens, None, 0.0)
+        else:
+            function = self.function(max_new_tokens, beam_size, alpha)
+        # Here, eagerly: inside the compiled search the values cannot be checked.
+        check_token_ids(encoder_inputs, self.model.vocab_size, "encoder_inputs")
+        sequences, scores = function(encoder_inputs)
+        return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
+
+    def _function(self, max_new_tokens, beam_size, alpha):
+        _check_positive_int("max_new_tokens", max_new_tokens)
+        key = (int(max_new_tokens), beam_size, float(alpha))
         if key not in self._functions:
-            self._functions[key] = self._compile(key)
+            self._functions[key] = self._compile(*key)
         return self._functions[key]
 
-    def _compile(self, key):
-        search, max_length, beam_size, alpha = key
+    def _compile(self, max_new_tokens, beam_size, alpha):
         model = self.model
+        ids = dict(start_id=self.start_id, end_id=self.end_id, pad_id=self.pad_id)
 
         def run(encoder_inputs):
+            encoder_inputs = ops.cast(encoder_inputs, "int32")
+            if beam_size is None:
+                return generate_uncached_greedy(
+                    model, encoder_inputs, **ids, max_new_tokens=max_new_tokens
+                )
             return generate(
                 model,
-                ops.cast(encoder_inputs, "int32"),
-                self.start_id,
-                self.end_id,
-                max_length,
-                search=search,
+                encoder_inputs,
+                **ids,
+                max_new_tokens=max_new_tokens,
                 beam_size=beam_size,
                 alpha=alpha,
-                pad_id=self.pad_id,
             )
 
         def count_trace():
@@ -228,6 +313,6 @@ class Generator:
         return _backend.compile_inference(run, model.variables, self.jit_compile, count_trace)
 
 
-def _check_search(search):
-    if search not in SEARCHES:
-        raise ValueError(f"`search` must be one of {SEARCHES}. Received: search={search!r}")
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be an int >= 1. Received: {name}={value!r}")

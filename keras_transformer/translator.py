@@ -1,24 +1,27 @@
 """`Translator`: a preprocessor, a `Transformer` and beam search; strings in, strings out."""
 
-import contextlib
 import dataclasses
+import functools
 import inspect
+import os
+import zipfile
 
 import keras
-import numpy as np
 
 from keras_transformer.data.buckets import bucket_batches, padded_batch_size
-from keras_transformer.generation import Generator
+from keras_transformer.decoding import _check_alpha
+from keras_transformer.generation import Generator, _check_positive_int, cross_attention, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
 from keras_transformer.models.transformer import Transformer, _physical_memory_bytes
-from keras_transformer.text.preprocessor import TranslationPreprocessor
+from keras_transformer.text.preprocessor import TranslationPreprocessor, as_byte_strings
 from keras_transformer.text.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass
 class Translation:
-    """One translation with its details, as returned by `Translator.translate`.
+    """One translation (or one hypothesis of an n-best list) with its details, as returned by
+    `Translator.translate`.
 
     Attributes:
         text: str. The translation (`""` for an input without any token).
@@ -42,23 +45,104 @@ class Translation:
     attention: object = None
 
 
+def check_search_options(beam_size, alpha, num_hypotheses):
+    """Checks the search options of a `translate` call (any engine)."""
+    _check_positive_int("beam_size", beam_size)
+    _check_alpha(alpha)
+    if num_hypotheses is not None and (
+        isinstance(num_hypotheses, bool)
+        or not isinstance(num_hypotheses, int)
+        or not 1 <= num_hypotheses <= beam_size
+    ):
+        raise ValueError(
+            f"`num_hypotheses` must be an int from 1 to the beam size ({beam_size}). "
+            f"Received: num_hypotheses={num_hypotheses!r}"
+        )
+
+
+def run_translation(preprocessor, sentences, search, batch_size, num_hypotheses, attention=None):
+    """The steps every translation engine shares, around its own search.
+
+    Sentences go through `preprocessor.generate_preprocess` (the translation contract); the
+    non-empty ones are grouped `batch_size` at a time within a length bucket
+    (`keras_transformer.data.buckets.bucket_batches`) and handed to `search`; the hypotheses
+    are detokenized with `preprocessor.generate_postprocess`. An empty sentence translates to
+    `""` with score `0.0` without any search.
+
+    Args:
+        preprocessor: `keras_transformer.text.TranslationPreprocessor`.
+        sentences: a `str` (or `bytes`), or a list / NumPy array of them.
+        search: callable `(source_ids, bucket) -> hypotheses`: `source_ids` a list of lists of
+            int (`[START] pieces [END]`, unpadded), `bucket` their padded length; for each
+            source, a list of `(tokens, score)`, best first, `tokens` trimmed after the end
+            token.
+        batch_size: int. Most sources per `search` call.
+        num_hypotheses: int or `None`, as in `Translator.translate`.
+        attention: callable `(source_ids, tokens) -> array`, to fill `Translation.attention`.
+            Defaults to `None`.
+
+    Returns:
+        As `Translator.translate`.
+    """
+    single = isinstance(sentences, (str, bytes))
+    strings = as_byte_strings([sentences] if single else sentences)
+    if not strings:
+        return []
+    features = preprocessor.generate_preprocess(strings)
+    source_ids = features["encoder_inputs"].to_list()
+    empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
+    lengths = {index: len(ids) for index, ids in enumerate(source_ids) if not empty[index]}
+    found = {}  # index -> [(tokens, score)], best first
+    for bucket, indices in bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size):
+        hypotheses = search([source_ids[index] for index in indices], bucket)
+        for index, options in zip(indices, hypotheses, strict=True):
+            found[index] = options[: num_hypotheses or 1]
+    texts = _detokenize(
+        preprocessor, [tokens for index in sorted(found) for tokens, _ in found[index]]
+    )
+    targets, results = preprocessor._targets, []
+    for index, ids in enumerate(source_ids):
+        source_tokens = [preprocessor.tokenizer.id_to_token(i) for i in ids]
+        hypotheses = []
+        for tokens, score in found.get(index, [([], 0.0)]):
+            hypotheses.append(
+                Translation(
+                    text=next(texts) if index in found else "",
+                    score=float(score),
+                    tokens=tokens,
+                    truncated=bool(truncated[index]),
+                    source_tokens=list(source_tokens),
+                    target_tokens=[targets.id_to_token(i) for i in tokens],
+                    attention=attention(ids, tokens) if attention else None,
+                )
+            )
+        results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
+    return results[0] if single else results
+
+
+def _detokenize(preprocessor, sequences):
+    """An iterator over the texts of `sequences` (lists of ids), in order."""
+    if not sequences:
+        return iter(())
+    pad_id = preprocessor._targets.pad_id
+    longest = max(1, max(len(tokens) for tokens in sequences))
+    rows = [tokens + [pad_id] * (longest - len(tokens)) for tokens in sequences]
+    texts = preprocessor.generate_postprocess(rows).numpy()
+    return iter(text.decode("utf-8", "replace") for text in texts)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Translator(keras.Model):
     """Translates sentences: tokenizer, `Transformer` and beam search in one savable object.
 
-    Sentences go through a `keras_transformer.text.TranslationPreprocessor` (`[START] pieces
-    [END]`, truncation to `max_source_length`, empty input, buckets: the rules are written
-    there), are sorted by length, batched `batch_size` at a time within a bucket, translated
-    with beam search (beam size 4, length penalty `alpha=0.6`, at most `source_length +
-    extra_length` tokens, as in the paper §6.1) by a `keras_transformer.generation.Generator`
-    and detokenized. A sentence without any token translates to `""` with score `0.0`; invalid
-    UTF-8 becomes U+FFFD and unknown characters `[UNK]`: no input string raises. The compiled
-    search sees a bounded set of shapes, so a repeated call never recompiles.
-
-    Save it with `translator.save("translator.keras")` (model weights, configuration and the
-    tokenizer vocabulary in one file) and load it with `Translator.load(path)` (or
-    `keras.saving.load_model`), under any backend. `keras_transformer.export` turns it into a
-    TensorFlow SavedModel that serves strings.
+    A `keras_transformer.text.TranslationPreprocessor` (the translation contract: `[START]
+    pieces [END]`, truncation, empty input, buckets), a `keras_transformer.generation.Generator`
+    (compiled cached search: beam size 4, `alpha=0.6`, at most `source_length + extra_length`
+    new tokens, as in the paper §6.1) and detokenization. An empty sentence translates to `""`
+    (score `0.0`); invalid UTF-8 becomes U+FFFD and unknown characters `[UNK]`: no input string
+    raises. A repeated call never recompiles. `translator.save("translator.keras")` writes
+    weights, configuration and vocabulary; `Translator.load` (or `keras.saving.load_model`)
+    reads it under any backend; `keras_transformer.export` serves it as a SavedModel.
 
     Args:
         model: `keras_transformer.Transformer`, trained on `[START] x [END]` encoder inputs and
@@ -76,11 +160,9 @@ class Translator(keras.Model):
         batch_size: int. Sentences decoded together. Defaults to `32`.
         bucket_boundaries: ascending list of int `>= 2`, the padded source lengths. Defaults to
             `None`: `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
-        jit_compile: bool. Compile the search run by this object (XLA on TensorFlow,
-            `jax.jit` on JAX; PyTorch runs eagerly under `torch.no_grad()`). `False` runs it
-            eagerly, which is quicker for a few one-off calls than a compile per shape. The
-            SavedModel export compiles independently (`export_saved_model(jit_compile=...)`).
-            Defaults to `True`.
+        jit_compile: bool. Compile the search (XLA on TensorFlow, `jax.jit` on JAX; PyTorch
+            runs eagerly under `torch.no_grad()`); `False`, quicker for a few one-off calls,
+            runs it eagerly. Defaults to `True`.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -90,7 +172,7 @@ class Translator(keras.Model):
 
     Returns:
         A `str` for one sentence, a list of `str` for a list. `translate` returns
-        `Translation`s with scores, tokens and optionally cross-attention weights.
+        `Translation`s with scores, tokens, n-best lists and cross-attention weights.
 
     Example:
 
@@ -124,13 +206,9 @@ class Translator(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (
-            ("beam_size", beam_size),
-            ("extra_length", extra_length),
-            ("batch_size", batch_size),
-        ):
-            _check_int(name, value, 1)
-        _check_alpha(alpha)
+        check_search_options(beam_size, alpha, None)
+        for name, value in (("extra_length", extra_length), ("batch_size", batch_size)):
+            _check_positive_int(name, value)
         if not all(hasattr(model, attr) for attr in ("encode", "init_cache", "decode_step")):
             raise ValueError(
                 f"`model` must be a `keras_transformer.Transformer`. Received: model={model!r}"
@@ -160,70 +238,55 @@ class Translator(keras.Model):
             return translations.text
         return [translation.text for translation in translations]
 
-    def translate(self, sentences, beam_size=None, alpha=None, return_attention=False):
+    def translate(
+        self, sentences, beam_size=None, alpha=None, num_hypotheses=None, return_attention=False
+    ):
         """Translates sentences and returns `Translation`s (text, score, tokens, attention).
 
         Args:
             sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-            beam_size: int. Overrides `self.beam_size`. Defaults to `None`.
+            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search.
+                Defaults to `None`.
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
+            num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
+                hypotheses of the beam search, best first. Defaults to `None`: the best only.
             return_attention: bool. Fill `Translation.attention` with the cross-attention
-                probabilities (one uncached decoder pass over each final output), for
-                plotting. Defaults to `False`.
+                probabilities (one uncached decoder pass over each output), for plotting.
+                Defaults to `False`.
 
         Returns:
-            A `Translation` for one sentence, a list of `Translation`s for a list.
+            Without `num_hypotheses`: a `Translation` for one sentence, a `list[Translation]`
+            for a list. With `num_hypotheses=n`: a `list[Translation]` of the `n` best
+            hypotheses (sorted by score, best first; the first is the 1-best translation) for
+            one sentence, one such list per sentence for a list. A sentence without any token
+            has the single hypothesis `""`.
         """
-        single = isinstance(sentences, (str, bytes))
-        strings = _to_bytes_list([sentences] if single else sentences)
         beam_size = self.beam_size if beam_size is None else beam_size
-        _check_int("beam_size", beam_size, 1)
-        alpha = _check_alpha(self.alpha if alpha is None else alpha)
-        if not strings:
-            return []
-        import tensorflow as tf
+        alpha = self.alpha if alpha is None else alpha
+        check_search_options(beam_size, alpha, num_hypotheses)
 
-        features = self.preprocessor.generate_preprocess(strings)
-        source = features["encoder_inputs"]  # (batch, None)
-        lengths = source.row_lengths().numpy()
-        nonempty = {index: lengths[index] for index in np.flatnonzero(~features["empty"].numpy())}
-        outputs = {}  # index -> (tokens, score, text)
-        targets = self.preprocessor._targets
-        for bucket, indices in bucket_batches(nonempty, self.bucket_boundaries, self.batch_size):
-            rows = self.preprocessor.pad_batch(tf.gather(source, indices), bucket).numpy()
-            sequences, scores = self._search(rows, beam_size, alpha)
-            texts = self.preprocessor.generate_postprocess(sequences[: len(indices)]).numpy()
-            for row, index in enumerate(indices):
-                tokens = _trim(sequences[row], targets.end_id, targets.pad_id)
-                outputs[index] = (tokens, scores[row], texts[row].decode("utf-8", "replace"))
-        truncated, translations = features["truncated"].numpy(), []
-        for index, ids in enumerate(source.to_list()):
-            tokens, score, text = outputs.get(index, ([], 0.0, ""))
-            translations.append(
-                Translation(
-                    text=text,
-                    score=float(score),
-                    tokens=tokens,
-                    truncated=bool(truncated[index]),
-                    source_tokens=[self.tokenizer.id_to_token(i) for i in ids],
-                    target_tokens=[targets.id_to_token(i) for i in tokens],
-                )
-            )
-            if return_attention:
-                translations[-1].attention = _attention(self.model, targets.start_id, ids, tokens)
-        return translations[0] if single else translations
+        def search(source_ids, bucket):
+            import tensorflow as tf
 
-    def encode_sources(self, sentences):
-        """Encoder ids `[START] pieces [END]` of each sentence, truncated to `max_source_length`.
+            ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
+            rows = self.preprocessor.pad_batch(ragged, bucket).numpy()
+            sequences, scores = self.generator(rows, beam_size=beam_size, alpha=alpha)
+            targets = self.preprocessor._targets
+            return [
+                [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
+                for row in zip(sequences[: len(source_ids)], scores)
+            ]
 
-        Returns:
-            `(ids, truncated)`: a list of int32 NumPy arrays, and a bool NumPy array.
-        """
-        strings = _to_bytes_list(sentences)
-        if not strings:
-            return [], np.zeros((0,), bool)
-        ids, truncated = self.preprocessor.encode_source(strings)
-        return [np.array(row, "int32") for row in ids.to_list()], truncated.numpy()
+        start_id = self.preprocessor._targets.start_id
+        attention = functools.partial(cross_attention, self.model, start_id)
+        return run_translation(
+            self.preprocessor,
+            sentences,
+            search,
+            self.batch_size,
+            num_hypotheses,
+            attention if return_attention else None,
+        )
 
     @property
     def generator(self):
@@ -233,11 +296,7 @@ class Translator(keras.Model):
         return self._generator
 
     def make_generator(self, jit_compile):
-        """A new `Generator` for this translator's model and target tokens.
-
-        Args:
-            jit_compile: bool. Compile the searches (see `Generator`).
-        """
+        """A new `Generator` of this model and target tokens (`jit_compile`: bool)."""
         targets = self.preprocessor._targets
         return Generator(
             self.model,
@@ -247,16 +306,6 @@ class Translator(keras.Model):
             extra_length=self.extra_length,
             jit_compile=jit_compile,
         )
-
-    # === Helpers ===
-    def _search(self, encoder_inputs, beam_size, alpha):
-        with _no_grad():
-            if beam_size == 1:
-                return self.generator(encoder_inputs, search="greedy")
-            sequences, scores = self.generator(
-                encoder_inputs, search="beam", beam_size=beam_size, alpha=alpha
-            )
-        return sequences[:, 0], scores[:, 0]
 
     # === Saving ===
     def save_to_preset(self, directory):
@@ -281,77 +330,79 @@ class Translator(keras.Model):
         Args:
             path: str or `os.PathLike`. The `.keras` file.
 
-        Returns:
-            A `Translator`.
-
         Raises:
             FileNotFoundError: `path` is not a file.
             ValueError: `path` is not a `.keras` archive (e.g. a truncated copy), or holds
                 something other than a Translator.
         """
-        import os
-        import zipfile
-
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"No Translator .keras file at {str(path)!r}")
-        if not zipfile.is_zipfile(path):
-            # Keras would say "File not found" of a truncated archive.
-            raise ValueError(
-                f"`path` is not a valid .keras archive (a zip file); it may be truncated or "
-                f"still being written. Received: path={str(path)!r}"
-            )
+        _check_archive(path)
         translator = keras.saving.load_model(path)
-        if not isinstance(translator, cls):
-            raise ValueError(
-                f"`path` does not hold a Translator but a {type(translator).__name__}. "
-                f"Received: path={str(path)!r}"
-            )
-        for tokenizer in (translator.tokenizer, translator.target_tokenizer):
-            if tokenizer is not None and tokenizer._vocabulary is None:
-                # A file without any asset loads without calling `load_assets`.
-                raise ValueError(
-                    f"`path` holds no vocabulary asset for the tokenizer {tokenizer.name!r}. "
-                    f"Received: path={str(path)!r}"
-                )
+        _check_loaded(translator, cls, path)
         return translator
 
     def get_config(self):
         serialize = keras.saving.serialize_keras_object
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "model": serialize(self.model),
-            "tokenizer": serialize(self.tokenizer),
-            "target_tokenizer": (
-                None if self.target_tokenizer is None else serialize(self.target_tokenizer)
-            ),
-            "beam_size": self.beam_size,
-            "alpha": self.alpha,
-            "max_source_length": self.max_source_length,
-            "extra_length": self.extra_length,
-            "batch_size": self.batch_size,
-            "bucket_boundaries": list(self.bucket_boundaries),
-            "jit_compile": self.jit_compile,
-        }
+        config = {"name": self.name, "trainable": self.trainable}
+        for key in ("model", "tokenizer", "target_tokenizer"):
+            value = getattr(self, key)
+            config[key] = None if value is None else serialize(value)
+        for key in ("beam_size", "alpha", "max_source_length", "extra_length", "batch_size"):
+            config[key] = getattr(self, key)
+        config["bucket_boundaries"] = list(self.bucket_boundaries)
+        config["jit_compile"] = self.jit_compile
+        return config
 
     @classmethod
     def from_config(cls, config):
-        # A configuration may come from a crafted file: each part must be what it claims to
-        # be, the tokenizers must fit the model's embeddings (checked again when their
-        # `vocabulary.txt` assets load) and the decoding state must fit in memory.
-        config = dict(config)
-        for key, expected in (
-            ("model", Transformer),
-            ("tokenizer", Tokenizer),
-            ("target_tokenizer", Tokenizer),
-        ):
-            if config.get(key) is not None:
-                config[key] = _deserialize_part(key, config[key], expected)
-        model = config.get("model")
-        if model is not None:
-            _expect_vocabulary_sizes(model, config.get("tokenizer"), config.get("target_tokenizer"))
-            _check_decoding_memory(model, config)
-        return cls(**config)
+        return cls(**_checked_config(config))
+
+
+def _check_archive(path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No Translator .keras file at {str(path)!r}")
+    if not zipfile.is_zipfile(path):
+        # Keras would say "File not found" of a truncated archive.
+        raise ValueError(
+            f"`path` is not a valid .keras archive (a zip file); it may be truncated or "
+            f"still being written. Received: path={str(path)!r}"
+        )
+
+
+def _check_loaded(translator, cls, path):
+    if not isinstance(translator, cls):
+        raise ValueError(
+            f"`path` does not hold a Translator but a {type(translator).__name__}. "
+            f"Received: path={str(path)!r}"
+        )
+    for tokenizer in (translator.tokenizer, translator.target_tokenizer):
+        if tokenizer is not None and tokenizer._vocabulary is None:
+            # A file without any asset loads without calling `load_assets`.
+            raise ValueError(
+                f"`path` holds no vocabulary asset for the tokenizer {tokenizer.name!r}. "
+                f"Received: path={str(path)!r}"
+            )
+
+
+def _checked_config(config):
+    """A Translator configuration with its parts deserialized and checked.
+
+    A configuration may come from a crafted file: each part must be what it claims to be, the
+    tokenizers must fit the model's embeddings (checked again when their `vocabulary.txt`
+    assets load) and the decoding state must fit in memory.
+    """
+    config = dict(config)
+    for key, expected in (
+        ("model", Transformer),
+        ("tokenizer", Tokenizer),
+        ("target_tokenizer", Tokenizer),
+    ):
+        if config.get(key) is not None:
+            config[key] = _deserialize_part(key, config[key], expected)
+    model = config.get("model")
+    if model is not None:
+        _expect_vocabulary_sizes(model, config.get("tokenizer"), config.get("target_tokenizer"))
+        _check_decoding_memory(model, config)
+    return config
 
 
 def _deserialize_part(key, config, expected):
@@ -394,7 +445,7 @@ def _check_decoding_memory(model, config):
     sizes = {}
     for name in ("beam_size", "max_source_length", "extra_length", "batch_size"):
         value = config.get(name, defaults[name].default)
-        _check_int(name, value, 1)
+        _check_positive_int(name, value)
         sizes[name] = value
     rows = padded_batch_size(sizes["batch_size"]) * sizes["beam_size"]
     length = sizes["max_source_length"] + sizes["extra_length"]
@@ -410,69 +461,3 @@ def _check_decoding_memory(model, config):
             f"Decoding a batch with these settings needs about {needed} bytes, more than this "
             f"machine's {available} bytes of memory. Received: {received}"
         )
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
-
-
-def _check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
-    return alpha
-
-
-def _to_bytes_list(sentences):
-    """A list of UTF-8 `bytes` (lone surrogates kept as invalid bytes, later U+FFFD)."""
-    if isinstance(sentences, np.ndarray):
-        sentences = sentences.reshape(-1).tolist()
-    if not isinstance(sentences, (list, tuple)):
-        raise ValueError(
-            "`sentences` must be a str or a list of str. "
-            f"Received: sentences of type {type(sentences).__name__}"
-        )
-    strings = []
-    for sentence in sentences:
-        if isinstance(sentence, str):
-            sentence = sentence.encode("utf-8", errors="surrogatepass")
-        elif not isinstance(sentence, bytes):
-            raise ValueError(
-                "`sentences` must contain only str or bytes. "
-                f"Received: an element of type {type(sentence).__name__}: {sentence!r}"
-            )
-        strings.append(sentence)
-    return strings
-
-
-def _trim(sequence, end_id, pad_id):
-    """Generated ids up to and including the end token (or up to trailing padding)."""
-    tokens = [int(token) for token in sequence]
-    if end_id in tokens:
-        return tokens[: tokens.index(end_id) + 1]
-    while tokens and tokens[-1] == pad_id:
-        tokens.pop()
-    return tokens
-
-
-def _attention(model, start_id, source_ids, tokens):
-    """Cross-attention `(layers, heads, len(tokens), len(source_ids))` of one translation."""
-    if not tokens:
-        return None
-    decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
-    with _no_grad():
-        encoder_outputs, padding_mask = model.encode(
-            np.array([source_ids], "int32"), training=False
-        )
-        _, scores = model.decode(
-            decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
-        )
-    return np.stack([keras.ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
-
-
-def _no_grad():
-    if keras.backend.backend() == "torch":
-        import torch
-
-        return torch.no_grad()
-    return contextlib.nullcontext()

@@ -109,7 +109,8 @@ def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbin
     monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
     inputs = [sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS
     # What the SavedModel returns for these lines, batched as the command batches them.
-    expected_texts, _, expected_truncated = loaded_saved_model(inputs)
+    hypotheses, expected_truncated = loaded_saved_model.translate(inputs)
+    expected_texts = [text for ((text, _),) in hypotheses]
     status, lines, errors = run_main(
         capsysbinary,
         ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores"],
@@ -174,6 +175,57 @@ def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinar
     assert status == 0 and lines == translator([b"dos \xff\xfe"])
 
 
+def parse_n_best(lines):
+    """`{index: [(text, score)]}` of `INDEX ||| TRANSLATION ||| SCORE` lines."""
+    parsed = {}
+    for line in lines:
+        index, rest = line.split(" ||| ", 1)
+        text, score = rest.rsplit(" ||| ", 1)
+        parsed.setdefault(int(index), []).append((text, float(score)))
+    return parsed
+
+
+def test_translate_n_best_lines_parse_back(small_keras_translator, capsysbinary):
+    translator, path = small_keras_translator
+    sentences = [SENTENCES[3], "", SENTENCES[0]]
+    argv = ["translate", "--model", str(path), "--n-best", "2", *sentences]
+    status, lines, _ = run_main(capsysbinary, argv)
+    assert status == 0 and len(lines) == 2 + 1 + 2
+    parsed = parse_n_best(lines)
+    expected = translator.translate(sentences, num_hypotheses=2)
+    assert sorted(parsed) == [0, 1, 2]
+    for index, hypotheses in enumerate(expected):
+        assert [text for text, _ in parsed[index]] == [h.text for h in hypotheses]
+        scores = [score for _, score in parsed[index]]
+        assert scores == pytest.approx([h.score for h in hypotheses], abs=1e-6)
+        assert scores == sorted(scores, reverse=True)
+    assert parsed[1] == [("", 0.0)]
+    # The first hypothesis is the translation `translate` prints without --n-best.
+    status, plain, _ = run_main(capsysbinary, ["translate", "--model", str(path), *sentences])
+    assert plain == [parsed[index][0][0] for index in range(3)]
+    argv = ["translate", "--model", str(path), "--beam-size", "1", *sentences]
+    status, greedy, _ = run_main(capsysbinary, argv)
+    assert status == 0 and greedy == translator(sentences, beam_size=1)
+
+
+def test_translate_n_best_above_the_beam_size_is_a_clear_error(
+    small_keras_translator, capsysbinary
+):
+    _, path = small_keras_translator  # beam_size=2
+    argv = ["translate", "--model", str(path), "--n-best", "3", "uno"]
+    status, lines, errors = run_main(capsysbinary, argv)
+    assert status == 2 and lines == []
+    assert "error: `num_hypotheses` must be an int from 1 to the beam size (2)" in errors
+
+
+@tensorflow_only
+def test_translate_n_best_with_a_saved_model_is_a_clear_error(exported, capsysbinary):
+    _, _, saved_model_path = exported
+    argv = ["translate", "--model", str(saved_model_path), "--n-best", "2", "uno"]
+    status, lines, errors = run_main(capsysbinary, argv)
+    assert status == 2 and lines == [] and "--n-best` need a .keras Translator" in errors
+
+
 def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
     argv = ["translate", "--model", str(tmp_path / "missing"), "hola"]
     status, lines, errors = run_main(capsysbinary, argv)
@@ -190,11 +242,11 @@ def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monke
         def __init__(self):
             self.calls = 0
 
-        def __call__(self, batch):
+        def translate(self, batch, beam_size=None, num_hypotheses=None):
             self.calls += 1
             if self.calls == 2:
                 raise RuntimeError("out of memory")
-            return [b.decode().upper() for b in batch], [0.0] * len(batch), [False] * len(batch)
+            return [[(b.decode().upper(), 0.0)] for b in batch], [False] * len(batch)
 
     monkeypatch.setattr(cli, "_load_translation_backend", lambda path: FailingOnSecondBatch())
     argv = ["translate", "--model", "any", "--batch-size", "2"]
@@ -305,8 +357,15 @@ def test_framework_logs_are_quiet_and_a_truncated_keras_file_is_named(
     truncated.write_bytes(path.read_bytes()[:4096])
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     result = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.cli", "translate", "--model", str(truncated),
-         "hola"],
+        [
+            sys.executable,
+            "-m",
+            "keras_transformer.cli",
+            "translate",
+            "--model",
+            str(truncated),
+            "hola",
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -86,6 +86,26 @@ def test_float32_outputs_are_the_translators_tokens(trained, engine, beam_size):
 
 
 @pytest.mark.slow
+def test_float32_n_best_lists_are_the_translators(trained, engine):
+    translator, test_pairs, _, _ = trained
+    sources = [source for source, _ in test_pairs[:20]] + [""]
+    expected = translator.translate(sources, beam_size=4, alpha=0.6, num_hypotheses=4)
+    received = engine.translate(sources, beam_size=4, alpha=0.6, num_hypotheses=4)
+    best = engine.translate(sources, beam_size=4, alpha=0.6)
+    for ours, theirs, one in zip(expected, received, best, strict=True):
+        assert [b.tokens for b in theirs] == [a.tokens for a in ours]
+        assert [b.text for b in theirs] == [a.text for a in ours]
+        np.testing.assert_allclose(
+            [b.score for b in theirs], [a.score for a in ours], rtol=1e-4, atol=1e-4
+        )
+        scores = [b.score for b in theirs]
+        assert scores == sorted(scores, reverse=True) and theirs[0] == one
+    assert len(received[0]) == 4 and len(received[-1]) == 1
+    with pytest.raises(ValueError, match="num_hypotheses=5"):
+        engine.translate("dos", beam_size=4, num_hypotheses=5)
+
+
+@pytest.mark.slow
 def test_int8_bleu_stays_close_to_float32(trained, engine, tmp_path):
     # This briefly trained model is less sure of its words than the `make demo` translator:
     # int8 weights lost 3.5 BLEU of 81.3 on TensorFlow (71 of 100 outputs identical) and

@@ -219,7 +219,7 @@ def test_greedy_picks_most_probable_tokens_and_pads_after_end():
     stub = CallCounter(GREEDY_TABLE)
     with python_loops():
         sequences, scores = greedy_search(
-            stub, stub.initial_cache(2), starts(START, B), max_length=6, end_id=END
+            stub, stub.initial_cache(2), starts(START, B), max_new_tokens=6, end_id=END
         )
     sequences, scores = to_numpy(sequences, scores)
     np.testing.assert_array_equal(
@@ -230,15 +230,15 @@ def test_greedy_picks_most_probable_tokens_and_pads_after_end():
         [np.log(0.6) + np.log(0.5) + np.log(0.7), np.log(0.8)],
         rtol=1e-5,
     )
-    # Every sequence has ended after 3 steps: the loop stops there, not at max_length.
+    # Every sequence has ended after 3 steps: the loop stops there, not at max_new_tokens.
     assert stub.calls == 3
 
 
-def test_greedy_uses_pad_id_and_runs_to_max_length_without_end():
+def test_greedy_uses_pad_id_and_runs_to_max_new_tokens_without_end():
     # From D the chain is D -> E -> D -> E ... and never ends.
     table = bigram_table({START: {D: 0.9}, D: {E: 0.9}, E: {D: 0.9}, B: {END: 0.8}})
     sequences, scores = to_numpy(
-        *greedy_search(bigram(table), {}, starts(START, B), max_length=4, end_id=END, pad_id=C)
+        *greedy_search(bigram(table), {}, starts(START, B), max_new_tokens=4, end_id=END, pad_id=C)
     )
     np.testing.assert_array_equal(sequences, [[D, E, D, E], [END, C, C, C]])
     np.testing.assert_allclose(scores, [4 * np.log(0.9), np.log(0.8)], rtol=1e-5)
@@ -261,14 +261,14 @@ def test_beam_search_escapes_the_greedy_trap():
         }
     )
     greedy_sequences, greedy_scores = to_numpy(
-        *greedy_search(bigram(table), {}, starts(START), max_length=4, end_id=END)
+        *greedy_search(bigram(table), {}, starts(START), max_new_tokens=4, end_id=END)
     )
     np.testing.assert_array_equal(greedy_sequences, [[A, C, END, PAD]])
     np.testing.assert_allclose(greedy_scores, [np.log(0.5 * 0.35 * 0.9)], rtol=1e-5)
 
     sequences, scores = to_numpy(
         *beam_search(
-            bigram(table), {}, starts(START), max_length=4, end_id=END, beam_size=2, alpha=0.0
+            bigram(table), {}, starts(START), max_new_tokens=4, end_id=END, beam_size=2, alpha=0.0
         )
     )
     # Second best: A C END (0.1575) beats A D END (0.135).
@@ -299,7 +299,7 @@ def test_length_penalty_decides_between_short_and_long_hypotheses(alpha):
             bigram(SHORT_LONG_TABLE),
             {},
             starts(START),
-            max_length=5,
+            max_new_tokens=5,
             end_id=END,
             beam_size=2,
             alpha=alpha,
@@ -316,8 +316,8 @@ def test_length_penalty_decides_between_short_and_long_hypotheses(alpha):
 
 def test_finished_hypothesis_keeps_its_score_while_others_go_on():
     # A END finishes at step 1 with log p = log(0.5 * 0.9). B B B ... (0.3 * 0.95 ** 5) and
-    # C C C ... (0.19 * 0.95 ** 5) never end, so the loop runs to max_length; they are
-    # returned as cut-short hypotheses, scored with the penalty of max_length.
+    # C C C ... (0.19 * 0.95 ** 5) never end, so the loop runs to max_new_tokens; they are
+    # returned as cut-short hypotheses, scored with the penalty of max_new_tokens.
     table = bigram_table(
         {
             START: {A: 0.5, B: 0.3, C: 0.19},
@@ -326,19 +326,19 @@ def test_finished_hypothesis_keeps_its_score_while_others_go_on():
             C: {C: 0.95},
         }
     )
-    alpha, max_length = 0.6, 6
+    alpha, max_new_tokens = 0.6, 6
     sequences, scores = to_numpy(
         *beam_search(
             bigram(table),
             {},
             starts(START),
-            max_length=max_length,
+            max_new_tokens=max_new_tokens,
             end_id=END,
             beam_size=3,
             alpha=alpha,
         )
     )
-    # B B B B B B and C C C C C C below show that the loop ran all max_length steps.
+    # B B B B B B and C C C C C C below show that the loop ran all max_new_tokens steps.
     expected = [[A, END, PAD, PAD, PAD, PAD], [B] * 6, [C] * 6]
     np.testing.assert_array_equal(sequences[0], expected)
     np.testing.assert_allclose(
@@ -355,7 +355,7 @@ def test_finished_hypothesis_keeps_its_score_while_others_go_on():
 def test_beam_search_stops_when_no_alive_hypothesis_can_win():
     # Step 0: END finishes (log 0.5). Step 1: A END finishes (log 0.4 * 0.99). Both slots are
     # full, and the best alive hypothesis (A then anything else, p <= 0.4 * 0.01, or a rare
-    # first token, p <= 0.1) cannot beat -0.84 even with the length penalty of max_length.
+    # first token, p <= 0.1) cannot beat -0.84 even with the length penalty of max_new_tokens.
     table = bigram_table({START: {END: 0.5, A: 0.4}, A: {END: 0.99}})
     stub = CallCounter(table)
     alpha = 0.6
@@ -364,7 +364,7 @@ def test_beam_search_stops_when_no_alive_hypothesis_can_win():
             stub,
             stub.initial_cache(1),
             starts(START),
-            max_length=10,
+            max_new_tokens=10,
             end_id=END,
             beam_size=2,
             alpha=alpha,
@@ -421,7 +421,7 @@ def test_cache_rows_follow_their_beams():
             stub,
             {"first": ops.zeros((2,), "int32")},
             starts(START, START),
-            max_length=4,
+            max_new_tokens=4,
             end_id=END,
             beam_size=2,
             alpha=0.0,
@@ -450,13 +450,13 @@ def test_every_beam_score_is_its_rescored_log_prob_over_its_length_penalty():
     # The stub's logits depend on the whole history through the cache, so a cache row that
     # did not follow its beam would give scores that disagree with teacher forcing.
     stub, memory, start_tokens = random_problem(seed=0, batch_size=4)
-    alpha, max_length = 0.6, 7
+    alpha, max_new_tokens = 0.6, 7
     sequences, scores = to_numpy(
         *beam_search(
             stub,
             stub.initial_cache(memory),
             start_tokens,
-            max_length=max_length,
+            max_new_tokens=max_new_tokens,
             end_id=END,
             beam_size=4,
             alpha=alpha,
@@ -473,14 +473,14 @@ def test_every_beam_score_is_its_rescored_log_prob_over_its_length_penalty():
 def test_beam_size_one_is_greedy():
     stub, memory, start_tokens = random_problem(seed=1, batch_size=16)
     greedy = to_numpy(
-        *greedy_search(stub, stub.initial_cache(memory), start_tokens, max_length=8, end_id=END)
+        *greedy_search(stub, stub.initial_cache(memory), start_tokens, max_new_tokens=8, end_id=END)
     )
     beam = to_numpy(
         *beam_search(
             stub,
             stub.initial_cache(memory),
             start_tokens,
-            max_length=8,
+            max_new_tokens=8,
             end_id=END,
             beam_size=1,
             alpha=0.0,
@@ -490,7 +490,7 @@ def test_beam_size_one_is_greedy():
     np.testing.assert_array_equal(beam[1][:, 0], greedy[1])
 
 
-def reference_beam_search(stub, memory_row, start, max_length, beam_size, alpha):
+def reference_beam_search(stub, memory_row, start, max_new_tokens, beam_size, alpha):
     """Plain-Python beam search over the NumPy version of the stub, one example at a time.
 
     Same rules as `beam_search`: keep the 2 * beam_size best extensions; the ones among the
@@ -500,7 +500,7 @@ def reference_beam_search(stub, memory_row, start, max_length, beam_size, alpha)
     """
     alive = [(0.0, [], np.zeros(stub.hidden_dim))]  # (log_prob, tokens, state)
     finished = []  # (score, tokens)
-    for step in range(max_length):
+    for step in range(max_new_tokens):
         candidates = []
         for total, tokens, state in alive:
             previous = tokens[-1] if tokens else start
@@ -514,25 +514,25 @@ def reference_beam_search(stub, memory_row, start, max_length, beam_size, alpha)
                 finished.append((total / penalty(step + 1, alpha), tokens))
         finished = sorted(finished, key=lambda hypothesis: -hypothesis[0])[:beam_size]
         alive = [candidate for candidate in candidates if candidate[1][-1] != END][:beam_size]
-        best_possible = alive[0][0] / penalty(max_length, alpha)
+        best_possible = alive[0][0] / penalty(max_new_tokens, alpha)
         if len(finished) == beam_size and finished[-1][0] >= best_possible:
             break
     finished += [(total / penalty(len(tokens), alpha), tokens) for total, tokens, _ in alive]
     best = sorted(finished, key=lambda hypothesis: -hypothesis[0])[:beam_size]
-    sequences = [tokens + [PAD] * (max_length - len(tokens)) for _, tokens in best]
+    sequences = [tokens + [PAD] * (max_new_tokens - len(tokens)) for _, tokens in best]
     return np.array(sequences), np.array([score for score, _ in best])
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_beam_search_matches_a_plain_python_reference(seed):
     stub, memory, start_tokens = random_problem(seed, batch_size=6)
-    alpha, max_length, beam_size = 0.6, 8, 4
+    alpha, max_new_tokens, beam_size = 0.6, 8, 4
     sequences, scores = to_numpy(
         *beam_search(
             stub,
             stub.initial_cache(memory),
             start_tokens,
-            max_length=max_length,
+            max_new_tokens=max_new_tokens,
             end_id=END,
             beam_size=beam_size,
             alpha=alpha,
@@ -540,7 +540,7 @@ def test_beam_search_matches_a_plain_python_reference(seed):
     )
     for example in range(len(memory)):
         expected_sequences, expected_scores = reference_beam_search(
-            stub, memory[example], START, max_length, beam_size, alpha
+            stub, memory[example], START, max_new_tokens, beam_size, alpha
         )
         np.testing.assert_array_equal(sequences[example], expected_sequences)
         np.testing.assert_allclose(scores[example], expected_scores, rtol=1e-4)
@@ -551,11 +551,15 @@ def test_beam_of_four_usually_beats_greedy():
     # can be pruned by beam_size better prefixes that later fare worse (example 3 here; the
     # plain-Python reference agrees). On these 16 random problems beam search is at least as
     # good 15 times and strictly better 7 times.
-    alpha, max_length = 0.6, 8
+    alpha, max_new_tokens = 0.6, 8
     stub, memory, start_tokens = random_problem(seed=1, batch_size=16)
     greedy_sequences, greedy_scores = to_numpy(
         *greedy_search(
-            stub, stub.initial_cache(memory), start_tokens, max_length=max_length, end_id=END
+            stub,
+            stub.initial_cache(memory),
+            start_tokens,
+            max_new_tokens=max_new_tokens,
+            end_id=END,
         )
     )
     _, beam_scores = to_numpy(
@@ -563,7 +567,7 @@ def test_beam_of_four_usually_beats_greedy():
             stub,
             stub.initial_cache(memory),
             start_tokens,
-            max_length=max_length,
+            max_new_tokens=max_new_tokens,
             end_id=END,
             beam_size=4,
             alpha=alpha,
@@ -572,7 +576,7 @@ def test_beam_of_four_usually_beats_greedy():
     beam_best, greedy_penalised = [], []
     for example, sequence in enumerate(greedy_sequences):
         ends = np.flatnonzero(sequence == END)
-        length = ends[0] + 1 if len(ends) else max_length
+        length = ends[0] + 1 if len(ends) else max_new_tokens
         greedy_penalised.append(greedy_scores[example] / penalty(length, alpha))
         beam_best.append(beam_scores[example, 0])
     beam_best, greedy_penalised = np.array(beam_best), np.array(greedy_penalised)
@@ -582,16 +586,16 @@ def test_beam_of_four_usually_beats_greedy():
 
 def test_unfinished_example_returns_its_alive_beams():
     # END is never likely (a large negative bias), so no beam finishes in 3 steps: the
-    # example returns its alive beams, scored with the penalty of max_length.
+    # example returns its alive beams, scored with the penalty of max_new_tokens.
     stub = RandomRecurrentStub(seed=5, end_bias=-30.0)
     memory = stub.memory(2, seed=7)
-    alpha, max_length = 0.6, 3
+    alpha, max_new_tokens = 0.6, 3
     sequences, scores = to_numpy(
         *beam_search(
             stub,
             stub.initial_cache(memory),
             starts(START, START),
-            max_length=max_length,
+            max_new_tokens=max_new_tokens,
             end_id=END,
             beam_size=3,
             alpha=alpha,
@@ -602,20 +606,22 @@ def test_unfinished_example_returns_its_alive_beams():
         assert np.all(np.diff(scores[example]) <= 0)
         for sequence, score in zip(sequences[example], scores[example], strict=True):
             total, length = stub.rescore(memory[example], START, list(sequence))
-            assert length == max_length
-            np.testing.assert_allclose(score, total / penalty(max_length, alpha), rtol=1e-4)
+            assert length == max_new_tokens
+            np.testing.assert_allclose(score, total / penalty(max_new_tokens, alpha), rtol=1e-4)
 
 
 # --------------------------------------------------------------------------- tracing
 
 
 def decode_both(stub, memory, start_tokens):
-    greedy = greedy_search(stub, stub.initial_cache(memory), start_tokens, max_length=6, end_id=END)
+    greedy = greedy_search(
+        stub, stub.initial_cache(memory), start_tokens, max_new_tokens=6, end_id=END
+    )
     beam = beam_search(
         stub,
         stub.initial_cache(memory),
         start_tokens,
-        max_length=6,
+        max_new_tokens=6,
         end_id=END,
         beam_size=3,
         alpha=0.6,
@@ -679,23 +685,25 @@ def test_traces_once_under_jax_jit():
 @pytest.mark.parametrize(
     "search, arguments, message",
     [
-        (greedy_search, {"max_length": 0}, "max_length=0"),
-        (greedy_search, {"max_length": 2.5}, "max_length=2.5"),
+        (greedy_search, {"max_new_tokens": 0}, "max_new_tokens=0"),
+        (greedy_search, {"max_new_tokens": 2.5}, "max_new_tokens=2.5"),
         (greedy_search, {"end_id": -1}, "end_id=-1"),
-        (beam_search, {"max_length": 0}, "max_length=0"),
+        (beam_search, {"max_new_tokens": 0}, "max_new_tokens=0"),
         (beam_search, {"beam_size": 0}, "beam_size=0"),
         (beam_search, {"alpha": -0.1}, "alpha=-0.1"),
         (beam_search, {"pad_id": -2}, "pad_id=-2"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(search, arguments, message):
-    arguments = {"max_length": 4, "end_id": END, **arguments}
+    arguments = {"max_new_tokens": 4, "end_id": END, **arguments}
     with pytest.raises(ValueError, match=message):
         search(bigram(GREEDY_TABLE), {}, starts(START), **arguments)
 
 
 def test_bad_start_tokens_and_alpha_raise_value_error():
     with pytest.raises(ValueError, match="start_tokens.shape"):
-        greedy_search(bigram(GREEDY_TABLE), {}, starts(START)[None, :], max_length=2, end_id=END)
+        greedy_search(
+            bigram(GREEDY_TABLE), {}, starts(START)[None, :], max_new_tokens=2, end_id=END
+        )
     with pytest.raises(ValueError, match="alpha=-1"):
         length_penalty(3, alpha=-1)

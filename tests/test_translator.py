@@ -1,29 +1,13 @@
-"""Tests for `keras_transformer.generation` (compiled searches) and `Translator`.
-
-The search tests use a tiny model trained to copy its input (the copy task). It is trained in
-this process on JAX and in a `KERAS_BACKEND=jax` subprocess on the other backends (PyTorch
-trains it about ten times slower on 2 CPU cores), then loaded from its `.keras` file, so every
-backend decodes the same weights. The `Translator` tests use small untrained models.
-"""
-
-import os
-import subprocess
-import sys
+"""Tests for `keras_transformer.Translator`, on small untrained models."""
 
 import keras
 import numpy as np
 import pytest
 
-from keras_transformer import LabelSmoothedCrossentropy, Transformer, transformer_adam
-from keras_transformer.datasets import copy_task, to_model_inputs
-from keras_transformer.datasets.copy_task import END_ID, START_ID
-from keras_transformer.decoding import length_penalty
-from keras_transformer.generation import Generator, bucket_length, generate, padded_batch_size
+from keras_transformer import Transformer
 from keras_transformer.translator import Translation, Translator
 
 BACKEND = keras.backend.backend()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COPY_VOCAB_SIZE = 14
 
 SENTENCES = [
     "uno",
@@ -39,55 +23,6 @@ CORPUS = SENTENCES + [
     "forty-two",
     "one thousand, nine hundred and sixty-six",
 ]
-
-
-# --------------------------------------------------------------------------- fixtures
-
-
-def train_copy_model(path=None):
-    """Trains the tiny copy-task model (about 20 s on JAX); saves it to `path` if given."""
-    keras.utils.set_random_seed(0)
-    splits = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8)
-    inputs, targets = to_model_inputs(splits.train)
-    model = Transformer.from_preset("tiny", vocab_size=COPY_VOCAB_SIZE, dropout=0.0)
-    model.compile(
-        optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.0)
-    )
-    model.fit(inputs, targets, batch_size=32, epochs=10, verbose=0)
-    if path is not None:
-        model.save(path)
-    return model
-
-
-@pytest.fixture(scope="module")
-def copy_model(tmp_path_factory):
-    if BACKEND == "jax":
-        return train_copy_model()
-    path = tmp_path_factory.mktemp("copy_model") / "copy.keras"
-    script = "import sys\nfrom tests.test_translator import train_copy_model\n"
-    script += "train_copy_model(sys.argv[1])\n"
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        cwd=ROOT,
-        env={**os.environ, "KERAS_BACKEND": "jax"},
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return keras.saving.load_model(path)
-
-
-@pytest.fixture(scope="module")
-def copy_generator(copy_model):
-    """One generator for all copy tests: each search and shape is compiled once."""
-    return Generator(copy_model, start_id=START_ID, end_id=END_ID, extra_length=4)
-
-
-@pytest.fixture(scope="module")
-def copy_test_inputs():
-    pairs = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8).test[:64]
-    sources = [list(source) for source, _ in pairs]
-    return to_model_inputs(pairs)[0]["encoder_inputs"], sources
 
 
 @pytest.fixture(scope="module")
@@ -112,170 +47,6 @@ def make_translator(tokenizer, **kwargs):
     )
     kwargs = {"extra_length": 6, "jit_compile": BACKEND == "jax", **kwargs}
     return Translator(model, tokenizer, **kwargs)
-
-
-def greedy_penalized(sequences, scores, alpha):
-    """Greedy scores divided by the length penalty of each sequence (end token included)."""
-    lengths = np.array([_length(sequence) for sequence in sequences])
-    return scores / keras.ops.convert_to_numpy(length_penalty(lengths, alpha))
-
-
-def _length(sequence):
-    sequence = list(sequence)
-    return sequence.index(END_ID) + 1 if END_ID in sequence else len(sequence)
-
-
-# --------------------------------------------------------------------------- searches
-
-
-@pytest.mark.slow
-def test_cached_greedy_equals_uncached_greedy(copy_generator, copy_test_inputs):
-    inputs, _ = copy_test_inputs
-    cached, cached_scores = copy_generator(inputs, search="greedy")
-    uncached, uncached_scores = copy_generator(inputs, search="uncached_greedy")
-    assert cached.shape == uncached.shape == (len(inputs), inputs.shape[1] + 4)
-    np.testing.assert_array_equal(cached, uncached)
-    np.testing.assert_allclose(cached_scores, uncached_scores, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.slow
-def test_beam_size_one_equals_greedy(copy_generator, copy_test_inputs):
-    inputs, _ = copy_test_inputs
-    greedy, greedy_scores = copy_generator(inputs, search="greedy")
-    beam, beam_scores = copy_generator(inputs, search="beam", beam_size=1, alpha=0.0)
-    np.testing.assert_array_equal(beam[:, 0], greedy)
-    np.testing.assert_allclose(beam_scores[:, 0], greedy_scores, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_beam_of_four_scores_at_least_greedy(copy_generator, copy_test_inputs, alpha):
-    inputs, _ = copy_test_inputs
-    greedy, greedy_scores = copy_generator(inputs, search="greedy")
-    beam, beam_scores = copy_generator(inputs, search="beam", beam_size=4, alpha=alpha)
-    assert beam.shape == (len(inputs), 4, inputs.shape[1] + 4)
-    # Same scale: log probability / length penalty (alpha=0: plain log probability).
-    greedy_scores = greedy_penalized(greedy, greedy_scores, alpha)
-    assert np.all(beam_scores[:, 0] >= greedy_scores - 1e-4)
-    assert np.all(np.diff(beam_scores, axis=1) <= 1e-6)  # Best first.
-
-
-@pytest.mark.slow
-def test_beam_search_copies_the_input(copy_generator, copy_test_inputs):
-    inputs, sources = copy_test_inputs
-    beam, _ = copy_generator(inputs, search="beam")
-    for row, source in enumerate(sources):
-        assert beam[row, 0, : len(source) + 1].tolist() == source + [END_ID]
-
-
-# --------------------------------------------------------------------------- compilation
-
-
-@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
-def test_a_second_call_with_the_same_shapes_does_not_retrace():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    generator = Generator(model, start_id=1, end_id=2, extra_length=3)
-    first = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
-    second = np.array([[9, 8, 7, 6], [5, 0, 0, 0]], "int32")
-    generator(first, search="greedy")
-    assert generator.trace_count == 1
-    generator(second, search="greedy")  # Same shape, new values.
-    assert generator.trace_count == 1
-    generator(np.zeros((4, 4), "int32"), search="greedy")  # New batch size.
-    assert generator.trace_count == 2
-    generator(second, search="greedy")
-    generator(np.ones((4, 4), "int32"), search="greedy")
-    assert generator.trace_count == 2
-
-
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's retracing warning")
-def test_one_trace_per_bucket_gives_no_retracing_warning():
-    # One compiled function per search length (source bucket) traces once each, by design:
-    # TensorFlow must not warn of "excessive retracing" (the BLEU callback's epoch logs did).
-    import logging
-
-    class Records(logging.Handler):
-        def __init__(self):
-            super().__init__()
-            self.messages = []
-
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
-    records = Records()
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(records)
-    try:
-        model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1, d_model=16)
-        generator = Generator(model, start_id=1, end_id=2, extra_length=1)
-        for length in range(1, 8):
-            generator(np.full((1, length), 5, "int32"), search="greedy")
-    finally:
-        logger.removeHandler(records)
-    assert generator.trace_count == 7
-    assert not [message for message in records.messages if "retracing" in message]
-
-
-@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
-def test_weights_are_inputs_of_the_compiled_function_not_constants():
-    keras.utils.set_random_seed(1)
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    other = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    generator = Generator(model, start_id=1, end_id=2, extra_length=3)
-    inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
-    before, _ = generator(inputs, search="greedy")
-    for variable, value in zip(model.variables, other.variables, strict=True):
-        variable.assign(value)
-    after, _ = generator(inputs, search="greedy")
-    expected, _ = generate(other, inputs, 1, 2, max_length=7, search="greedy")
-    np.testing.assert_array_equal(after, keras.ops.convert_to_numpy(expected))
-    assert generator.trace_count == 1
-    assert not np.array_equal(before, after)
-
-
-def test_uncompiled_generation_equals_compiled():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
-    compiled = Generator(model, start_id=1, end_id=2, extra_length=3)
-    eager = Generator(model, start_id=1, end_id=2, extra_length=3, jit_compile=False)
-    for search in ("greedy", "beam"):
-        expected = compiled(inputs, search=search)
-        actual = eager(inputs, search=search)
-        np.testing.assert_array_equal(actual[0], expected[0])
-        np.testing.assert_allclose(actual[1], expected[1], rtol=1e-4, atol=1e-4)
-
-
-def test_buckets_and_padded_batch_sizes():
-    assert [bucket_length(n, (8, 16, 32)) for n in (1, 8, 9, 32)] == [8, 8, 16, 32]
-    with pytest.raises(ValueError, match="length=33"):
-        bucket_length(33, (8, 16, 32))
-    assert [padded_batch_size(n) for n in (0, 1, 2, 3, 5, 32, 33)] == [1, 1, 2, 4, 8, 32, 64]
-
-
-def test_generator_bad_arguments_are_named():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    with pytest.raises(ValueError, match="extra_length=0"):
-        Generator(model, start_id=1, end_id=2, extra_length=0)
-    generator = Generator(model, start_id=1, end_id=2)
-    with pytest.raises(ValueError, match="search='sample'"):
-        generator(np.ones((1, 3), "int32"), search="sample")
-    with pytest.raises(ValueError, match=r"encoder_inputs.shape=\(3,\)"):
-        generator(np.ones((3,), "int32"))
-
-
-def test_generator_rejects_out_of_range_ids_before_compiling():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    with pytest.raises(ValueError, match="start_id=20, vocab_size=20"):
-        Generator(model, start_id=20, end_id=2)
-    with pytest.raises(ValueError, match="end_id=-1, vocab_size=20"):
-        Generator(model, start_id=1, end_id=-1)
-    generator = Generator(model, start_id=1, end_id=2)
-    # The compiled search would not check: JAX would decode from NaN embeddings.
-    with pytest.raises(ValueError, match=r"encoder_inputs\[1, 0\]=20, vocab_size=20"):
-        generator(np.array([[5, 6], [20, 0]], "int32"), search="greedy")
-    with pytest.raises(ValueError, match="encoder_inputs.dtype=float"):
-        generator(np.array([[5.0, 6.0]]), search="greedy")
-    assert generator.trace_count == 0
 
 
 # --------------------------------------------------------------------------- Translator
@@ -331,11 +102,13 @@ def test_bad_inputs_give_strings(translator, sentence):
 
 def test_truncation_keeps_the_first_pieces(tokenizer):
     translator = make_translator(tokenizer, max_source_length=6)
-    ids, truncated = translator.encode_sources(["uno dos tres cuatro cinco seis", "uno"])
+    ids, truncated = translator.preprocessor.encode_source(
+        ["uno dos tres cuatro cinco seis", "uno"]
+    )
     pieces = tokenizer.tokenize("uno dos tres cuatro cinco seis").numpy().tolist()
     assert len(pieces) > 4
-    assert ids[0].tolist() == [tokenizer.start_id, *pieces[:4], tokenizer.end_id]
-    assert truncated.tolist() == [True, False]
+    assert ids.to_list()[0] == [tokenizer.start_id, *pieces[:4], tokenizer.end_id]
+    assert truncated.numpy().tolist() == [True, False]
 
 
 def test_non_string_inputs_raise_value_error(translator):
@@ -408,3 +181,26 @@ def test_translator_second_call_does_not_retrace(tokenizer):
     translator(SENTENCES)
     translator(list(reversed(SENTENCES)))  # Same buckets and batch sizes.
     assert translator.generator.trace_count == traces
+
+
+def test_n_best_lists_are_sorted_and_start_with_the_best(translator):
+    best = translator.translate(SENTENCES, beam_size=3)
+    n_best = translator.translate(SENTENCES, beam_size=3, num_hypotheses=3)
+    assert len(n_best) == len(SENTENCES)
+    for one, hypotheses in zip(best, n_best, strict=True):
+        assert len(hypotheses) == 3 and all(isinstance(h, Translation) for h in hypotheses)
+        assert hypotheses[0] == one
+        scores = [hypothesis.score for hypothesis in hypotheses]
+        assert scores == sorted(scores, reverse=True)
+        assert all(h.source_tokens == one.source_tokens for h in hypotheses)
+    single = translator.translate("uno", beam_size=3, num_hypotheses=2)
+    assert [h.tokens for h in single] == [h.tokens for h in n_best[0][:2]]
+    assert translator.translate([""], num_hypotheses=2)[0] == [
+        Translation("", 0.0, [], False, ["[START]", "[END]"], [])
+    ]
+
+
+@pytest.mark.parametrize("beam_size, num_hypotheses", [(4, 5), (1, 2), (4, 0), (4, 1.0), (4, True)])
+def test_num_hypotheses_outside_one_to_beam_size_is_an_error(translator, beam_size, num_hypotheses):
+    with pytest.raises(ValueError, match=f"num_hypotheses={num_hypotheses!r}"):
+        translator.translate("uno", beam_size=beam_size, num_hypotheses=num_hypotheses)

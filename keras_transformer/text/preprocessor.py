@@ -1,6 +1,7 @@
 """`TranslationPreprocessor`: the translation contract, strings to ids and ids to strings."""
 
 import keras
+import numpy as np
 
 from keras_transformer.data.buckets import bucket_length, check_bucket_boundaries, padded_batch_size
 
@@ -267,3 +268,40 @@ def _tf():
     import tensorflow as tf
 
     return tf
+
+
+def as_byte_strings(sentences):
+    """Sentences as a list of UTF-8 `bytes`, the input every translation engine accepts.
+
+    Lone surrogates (what Python makes of invalid UTF-8 in `argv`) are kept as invalid bytes,
+    which the tokenizer later reads as U+FFFD: no string raises.
+
+    Args:
+        sentences: a list, tuple or NumPy array of `str` or `bytes`.
+
+    Returns:
+        list of `bytes`.
+
+    Example:
+
+    >>> as_byte_strings(["dos", b"tres"])
+    [b'dos', b'tres']
+    """
+    if isinstance(sentences, np.ndarray):
+        sentences = sentences.reshape(-1).tolist()
+    if not isinstance(sentences, (list, tuple)):
+        raise ValueError(
+            "`sentences` must be a str or a list of str. "
+            f"Received: sentences of type {type(sentences).__name__}"
+        )
+    strings = []
+    for sentence in sentences:
+        if isinstance(sentence, str):
+            sentence = sentence.encode("utf-8", errors="surrogatepass")
+        elif not isinstance(sentence, bytes):
+            raise ValueError(
+                "`sentences` must contain only str or bytes. "
+                f"Received: an element of type {type(sentence).__name__}: {sentence!r}"
+            )
+        strings.append(sentence)
+    return strings

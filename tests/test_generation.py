@@ -1,0 +1,256 @@
+"""Tests for `keras_transformer.generation`: compiled cached searches and the uncached reference.
+
+The search tests use a tiny model trained to copy its input (the copy task). It is trained in
+this process on JAX and in a `KERAS_BACKEND=jax` subprocess on the other backends (PyTorch
+trains it about ten times slower on 2 CPU cores), then loaded from its `.keras` file, so every
+backend decodes the same weights.
+"""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import LabelSmoothedCrossentropy, Transformer, transformer_adam
+from keras_transformer.datasets import copy_task, to_model_inputs
+from keras_transformer.datasets.copy_task import END_ID, START_ID
+from keras_transformer.decoding import beam_search, length_penalty
+from keras_transformer.generation import (
+    Generator,
+    bucket_length,
+    cached_next_logits,
+    generate,
+    padded_batch_size,
+)
+
+BACKEND = keras.backend.backend()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COPY_VOCAB_SIZE = 14
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def train_copy_model(path=None):
+    """Trains the tiny copy-task model (about 20 s on JAX); saves it to `path` if given."""
+    keras.utils.set_random_seed(0)
+    splits = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8)
+    inputs, targets = to_model_inputs(splits.train)
+    model = Transformer.from_preset("tiny", vocab_size=COPY_VOCAB_SIZE, dropout=0.0)
+    model.compile(
+        optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.0)
+    )
+    model.fit(inputs, targets, batch_size=32, epochs=10, verbose=0)
+    if path is not None:
+        model.save(path)
+    return model
+
+
+@pytest.fixture(scope="module")
+def copy_model(tmp_path_factory):
+    if BACKEND == "jax":
+        return train_copy_model()
+    path = tmp_path_factory.mktemp("copy_model") / "copy.keras"
+    script = "import sys\nfrom tests.test_generation import train_copy_model\n"
+    script += "train_copy_model(sys.argv[1])\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        cwd=ROOT,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return keras.saving.load_model(path)
+
+
+@pytest.fixture(scope="module")
+def copy_generator(copy_model):
+    """One generator for all copy tests: each search and shape is compiled once."""
+    return Generator(copy_model, start_id=START_ID, end_id=END_ID, extra_length=4)
+
+
+@pytest.fixture(scope="module")
+def copy_test_inputs():
+    pairs = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8).test[:64]
+    sources = [list(source) for source, _ in pairs]
+    return to_model_inputs(pairs)[0]["encoder_inputs"], sources
+
+
+def greedy_penalized(sequences, scores, alpha):
+    """Greedy scores divided by the length penalty of each sequence (end token included)."""
+    lengths = np.array([_length(sequence) for sequence in sequences])
+    return scores / keras.ops.convert_to_numpy(length_penalty(lengths, alpha))
+
+
+def _length(sequence):
+    sequence = list(sequence)
+    return sequence.index(END_ID) + 1 if END_ID in sequence else len(sequence)
+
+
+# --------------------------------------------------------------------------- searches
+
+
+@pytest.mark.slow
+def test_cached_greedy_equals_uncached_greedy(copy_generator, copy_test_inputs):
+    inputs, _ = copy_test_inputs
+    cached, cached_scores = copy_generator(inputs, beam_size=1)
+    uncached, uncached_scores = copy_generator.uncached_greedy(inputs)
+    assert cached.shape == uncached.shape == (len(inputs), 1, inputs.shape[1] + 4)
+    np.testing.assert_array_equal(cached, uncached)
+    np.testing.assert_allclose(cached_scores, uncached_scores, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_beam_size_one_equals_greedy(copy_model, copy_generator, copy_test_inputs):
+    # `beam_size=1` asks for greedy search; the beam search algorithm with one beam (and no
+    # length penalty) finds the same tokens and scores.
+    inputs, _ = copy_test_inputs
+    greedy, greedy_scores = copy_generator(inputs, beam_size=1)
+    max_new_tokens = inputs.shape[1] + 4
+    next_logits, cache = cached_next_logits(copy_model, inputs, max_new_tokens)
+    start_tokens = np.full((len(inputs),), START_ID, "int32")
+    beam, beam_scores = beam_search(
+        next_logits, cache, start_tokens, max_new_tokens, END_ID, beam_size=1, alpha=0.0
+    )
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(beam), greedy)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(beam_scores)[:, 0], greedy_scores[:, 0], rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_array_equal(greedy, copy_generator.uncached_greedy(inputs)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_of_four_scores_at_least_greedy(copy_generator, copy_test_inputs, alpha):
+    inputs, _ = copy_test_inputs
+    greedy, greedy_scores = copy_generator(inputs, beam_size=1)
+    beam, beam_scores = copy_generator(inputs, beam_size=4, alpha=alpha)
+    assert beam.shape == (len(inputs), 4, inputs.shape[1] + 4)
+    # Same scale: log probability / length penalty (alpha=0: plain log probability).
+    greedy_scores = greedy_penalized(greedy[:, 0], greedy_scores[:, 0], alpha)
+    assert np.all(beam_scores[:, 0] >= greedy_scores - 1e-4)
+    assert np.all(np.diff(beam_scores, axis=1) <= 1e-6)  # Best first.
+
+
+@pytest.mark.slow
+def test_beam_search_copies_the_input(copy_generator, copy_test_inputs):
+    inputs, sources = copy_test_inputs
+    beam, _ = copy_generator(inputs)
+    for row, source in enumerate(sources):
+        assert beam[row, 0, : len(source) + 1].tolist() == source + [END_ID]
+
+
+# --------------------------------------------------------------------------- compilation
+
+
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_a_second_call_with_the_same_shapes_does_not_retrace():
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    generator = Generator(model, start_id=1, end_id=2, extra_length=3)
+    first = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    second = np.array([[9, 8, 7, 6], [5, 0, 0, 0]], "int32")
+    generator(first, beam_size=1)
+    assert generator.trace_count == 1
+    generator(second, beam_size=1)  # Same shape, new values.
+    assert generator.trace_count == 1
+    generator(np.zeros((4, 4), "int32"), beam_size=1)  # New batch size.
+    assert generator.trace_count == 2
+    generator(second, beam_size=1)
+    generator(np.ones((4, 4), "int32"), beam_size=1)
+    assert generator.trace_count == 2
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's retracing warning")
+def test_one_trace_per_bucket_gives_no_retracing_warning():
+    # One compiled function per search length (source bucket) traces once each, by design:
+    # TensorFlow must not warn of "excessive retracing" (the BLEU callback's epoch logs did).
+    import logging
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    records = Records()
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(records)
+    try:
+        model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1, d_model=16)
+        generator = Generator(model, start_id=1, end_id=2, extra_length=1)
+        for length in range(1, 8):
+            generator(np.full((1, length), 5, "int32"), beam_size=1)
+    finally:
+        logger.removeHandler(records)
+    assert generator.trace_count == 7
+    assert not [message for message in records.messages if "retracing" in message]
+
+
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_weights_are_inputs_of_the_compiled_function_not_constants():
+    keras.utils.set_random_seed(1)
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    other = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    generator = Generator(model, start_id=1, end_id=2, extra_length=3)
+    inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    before, _ = generator(inputs, beam_size=1)
+    for variable, value in zip(model.variables, other.variables, strict=True):
+        variable.assign(value)
+    after, _ = generator(inputs, beam_size=1)
+    expected, _ = generate(other, inputs, 1, 2, max_new_tokens=7, beam_size=1)
+    np.testing.assert_array_equal(after, keras.ops.convert_to_numpy(expected))
+    assert generator.trace_count == 1
+    assert not np.array_equal(before, after)
+
+
+def test_uncompiled_generation_equals_compiled():
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    compiled = Generator(model, start_id=1, end_id=2, extra_length=3)
+    eager = Generator(model, start_id=1, end_id=2, extra_length=3, jit_compile=False)
+    for beam_size in (1, 4):
+        expected = compiled(inputs, beam_size=beam_size)
+        actual = eager(inputs, beam_size=beam_size)
+        np.testing.assert_array_equal(actual[0], expected[0])
+        np.testing.assert_allclose(actual[1], expected[1], rtol=1e-4, atol=1e-4)
+
+
+def test_buckets_and_padded_batch_sizes():
+    assert [bucket_length(n, (8, 16, 32)) for n in (1, 8, 9, 32)] == [8, 8, 16, 32]
+    with pytest.raises(ValueError, match="length=33"):
+        bucket_length(33, (8, 16, 32))
+    assert [padded_batch_size(n) for n in (0, 1, 2, 3, 5, 32, 33)] == [1, 1, 2, 4, 8, 32, 64]
+
+
+def test_generator_bad_arguments_are_named():
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    with pytest.raises(ValueError, match="extra_length=0"):
+        Generator(model, start_id=1, end_id=2, extra_length=0)
+    generator = Generator(model, start_id=1, end_id=2)
+    with pytest.raises(ValueError, match="beam_size=0"):
+        generator(np.ones((1, 3), "int32"), beam_size=0)
+    with pytest.raises(ValueError, match="max_new_tokens=0"):
+        generator(np.ones((1, 3), "int32"), max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"encoder_inputs.shape=\(3,\)"):
+        generator(np.ones((3,), "int32"))
+
+
+def test_generator_rejects_out_of_range_ids_before_compiling():
+    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    with pytest.raises(ValueError, match="start_id=20, vocab_size=20"):
+        Generator(model, start_id=20, end_id=2)
+    with pytest.raises(ValueError, match="end_id=-1, vocab_size=20"):
+        Generator(model, start_id=1, end_id=-1)
+    generator = Generator(model, start_id=1, end_id=2)
+    # The compiled search would not check: JAX would decode from NaN embeddings.
+    with pytest.raises(ValueError, match=r"encoder_inputs\[1, 0\]=20, vocab_size=20"):
+        generator(np.array([[5, 6], [20, 0]], "int32"), beam_size=1)
+    with pytest.raises(ValueError, match="encoder_inputs.dtype=float"):
+        generator(np.array([[5.0, 6.0]]), beam_size=1)
+    assert generator.trace_count == 0
