@@ -197,6 +197,13 @@ class TrainingSection:
             optimizer, step) for `kill -9` recovery; the same command resumes from the last
             one. Defaults to `100`.
         tensorboard: bool. Write TensorBoard logs to `OUTPUT_DIR/logs`. Defaults to `True`.
+        accumulate_steps: int. Gradient accumulation: each optimizer step averages the
+            gradients of this many micro-batches of `data.tokens_per_batch / accumulate_steps`
+            positions (the paper's 25,000-token batches on one small accelerator). Every
+            count above (`train_steps`, `steps_per_epoch`, `checkpoint_every`,
+            `backup_every`, `evaluation.bleu_every`), the learning-rate schedule, the
+            checkpoint names and TensorBoard's step are optimizer steps
+            (`keras_transformer.training.accumulation`). Defaults to `1`.
     """
 
     train_steps: int = 100000
@@ -210,6 +217,7 @@ class TrainingSection:
     average_checkpoints: int = 5
     backup_every: int = 100
     tensorboard: bool = True
+    accumulate_steps: int = 1
 
 
 @dataclasses.dataclass
@@ -432,6 +440,7 @@ class TrainingConfig:
             ("training.checkpoint_every", training.checkpoint_every, 0),
             ("training.average_checkpoints", training.average_checkpoints, 1),
             ("training.backup_every", training.backup_every, 1),
+            ("training.accumulate_steps", training.accumulate_steps, 1),
             ("evaluation.beam_size", evaluation.beam_size, 1),
             ("evaluation.extra_length", evaluation.extra_length, 1),
             ("evaluation.batch_size", evaluation.batch_size, 1),
@@ -445,6 +454,13 @@ class TrainingConfig:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
+        if data.tokens_per_batch // training.accumulate_steps < data.max_length:
+            raise ConfigError(
+                "`data.tokens_per_batch` / `training.accumulate_steps` (the micro-batch) must "
+                f"be >= data.max_length ({data.max_length}). Received: "
+                f"data.tokens_per_batch={data.tokens_per_batch}, "
+                f"training.accumulate_steps={training.accumulate_steps}"
+            )
         for name, value in (
             ("training.minutes", training.minutes),
             ("training.label_smoothing", training.label_smoothing),

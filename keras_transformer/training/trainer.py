@@ -138,11 +138,13 @@ def train(config, callbacks=None, verbose="auto"):
     tokenizer = load_or_train_tokenizer(paths.tokenizer, splits.train, config.data, context.is_chief)
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces")
     from keras_transformer.data import make_dataset
+    from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 
+    accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     train_data = make_dataset(
         splits.train,
         tokenizer,
-        tokens_per_batch=config.data.tokens_per_batch,
+        tokens_per_batch=micro_batch_tokens(config.data.tokens_per_batch, accumulate),
         max_length=config.data.max_length,
         shuffle=True,
         seed=config.training.seed,
@@ -153,10 +155,11 @@ def train(config, callbacks=None, verbose="auto"):
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
-    steps_per_epoch = config.training.steps_per_epoch or one_pass
+    steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
     train_steps = config.training.train_steps
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-           f"{steps_per_epoch} steps per epoch, {train_steps} steps")
+           f"{steps_per_epoch} steps per epoch, {train_steps} steps"
+           + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
         validation_data = make_dataset(
@@ -237,7 +240,7 @@ def train(config, callbacks=None, verbose="auto"):
         from keras_transformer.training.tensorboard import TensorBoardLogger
 
         callback_list.append(TensorBoardLogger(paths.logs))
-    callback_list.extend(callbacks or [])
+    callback_list = per_update(callback_list, accumulate) + list(callbacks or [])
 
     # === Fit ===
     # The stages after training that an earlier run of this command finished (a kill after
@@ -281,12 +284,12 @@ def train(config, callbacks=None, verbose="auto"):
         for initial_epoch, epochs, epoch_steps, skip in fits:
             if time_limit is not None and time_limit.stopped:
                 break
-            dataset = context.prepare_dataset(train_data.dataset.skip(skip))
+            dataset = context.prepare_dataset(train_data.dataset.skip(skip * accumulate))
             fit_history = model.fit(
                 dataset,
                 initial_epoch=initial_epoch,
                 epochs=epochs,
-                steps_per_epoch=epoch_steps,
+                steps_per_epoch=epoch_steps * accumulate,
                 validation_data=validation_data,
                 shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
                 callbacks=callback_list,
@@ -556,6 +559,7 @@ def compile_model(model, config, strategy="none"):
         beta_1=optimizer_config.beta_1,
         beta_2=optimizer_config.beta_2,
         epsilon=optimizer_config.epsilon,
+        gradient_accumulation_steps=config.training.accumulate_steps,
         **extra,
     )
     mirrored = strategy == "mirrored"
