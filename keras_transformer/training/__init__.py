@@ -7,6 +7,7 @@
 - `BleuCallback`, `corpus_bleu`, `exact_match`: validation BLEU during training.
 - `TimeLimit`: stop cleanly when a time budget is spent.
 - `TensorBoardLogger`: TensorBoard scalars without the `tensorboard` package.
+- `PerUpdate`: shows a callback one batch per optimizer update (gradient accumulation).
 - `setup_distribution`, `GlobalTokenMeanCrossentropy`, `enable_replica_jit`:
   `MirroredStrategy` (TensorFlow) and `DataParallel` (JAX, one or more processes).
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from keras_transformer._lazy import lazy_attributes
 
 _EXPORTS = {
+    "PerUpdate": "accumulation",
     "average_checkpoints": "averaging",
     "average_last_checkpoints": "averaging",
     "ResumableBackupAndRestore": "backup",
@@ -58,6 +60,7 @@ __all__ = [
     "GlobalTokenMeanCrossentropy",
     "ModelConfig",
     "OptimizerConfig",
+    "PerUpdate",
     "PeriodicCheckpoint",
     "ResumableBackupAndRestore",
     "TensorBoardLogger",
@@ -81,6 +84,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # For static analysis and the API reference.
+    from keras_transformer.training.accumulation import PerUpdate
     from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
     from keras_transformer.training.backup import ResumableBackupAndRestore
     from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match

@@ -16,8 +16,7 @@ from keras_transformer import Transformer
 from keras_transformer.losses import LabelSmoothedCrossentropy
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
-from keras_transformer.training import TensorBoardLogger, TrainingConfig, train
-from keras_transformer.training.accumulation import PerUpdate
+from keras_transformer.training import PerUpdate, TensorBoardLogger, TrainingConfig, train
 from tests.training.training_helpers import weights_of
 
 VOCAB, LENGTH, ROWS = 30, 10, 8
