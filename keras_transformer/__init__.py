@@ -57,7 +57,7 @@ __all__ = [
 
 # The submodules that register Keras serializables: every exported one, and the loss that
 # `keras_transformer.training` compiles models with under `tf.distribute`.
-_REGISTERING = (*sorted(set(_EXPORTS.values())), "training.distribution")
+_REGISTERING = (*sorted(set(_EXPORTS.values())), "training.mirrored")
 
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, load_all=_REGISTERING)
 

@@ -39,10 +39,10 @@ _EXPORTS = {
     "TrainingConfig": "config",
     "TrainingSection": "config",
     "load_config": "config",
-    "DistributionContext": "distribution",
-    "GlobalTokenMeanCrossentropy": "distribution",
-    "enable_replica_jit": "distribution",
-    "setup_distribution": "distribution",
+    "GlobalTokenMeanCrossentropy": "mirrored",
+    "enable_replica_jit": "mirrored",
+    "DistributionContext": "strategy",
+    "setup_distribution": "strategy",
     "TensorBoardLogger": "tensorboard",
     "TimeLimit": "time_limit",
     "TrainingResult": "trainer",
@@ -104,12 +104,8 @@ if TYPE_CHECKING:  # For static analysis and the API reference.
         TrainingSection,
         load_config,
     )
-    from keras_transformer.training.distribution import (
-        DistributionContext,
-        GlobalTokenMeanCrossentropy,
-        enable_replica_jit,
-        setup_distribution,
-    )
+    from keras_transformer.training.mirrored import GlobalTokenMeanCrossentropy, enable_replica_jit
+    from keras_transformer.training.strategy import DistributionContext, setup_distribution
     from keras_transformer.training.tensorboard import TensorBoardLogger
     from keras_transformer.training.time_limit import TimeLimit
     from keras_transformer.training.trainer import TrainingResult, plan_fits, train

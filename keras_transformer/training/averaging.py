@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from keras_transformer.training.checkpoints import list_checkpoints
-from keras_transformer.training.distribution import sync_model_state, to_numpy
+from keras_transformer.training.state import sync_model_state, to_numpy
 
 logger = logging.getLogger("keras_transformer")
 

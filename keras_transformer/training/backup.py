@@ -20,12 +20,13 @@ and on restart it resumes at the start of the interrupted epoch, redoing its ste
 import logging
 import os
 import re
+import shutil
 
 import keras
 
 from keras_transformer.training.checkpoints import save_weights_atomically
-from keras_transformer.training.distribution import to_numpy
 from keras_transformer.training.files import read_json, remove_temporaries, write_json
+from keras_transformer.training.state import to_numpy
 
 logger = logging.getLogger("keras_transformer")
 
@@ -171,8 +172,6 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
     def delete(self):
         """Deletes the backup (a finished run does not need it)."""
         if self.is_chief and os.path.isdir(self.backup_dir):
-            import shutil
-
             shutil.rmtree(self.backup_dir, ignore_errors=True)
         self._saved_step = self._restored_step = None
 

@@ -6,7 +6,8 @@ import time
 
 import keras
 
-from keras_transformer.training.distribution import sync_model_state
+from keras_transformer.training.state import sync_model_state
+from keras_transformer.training.tensorboard import create_writer, write_scalar
 
 logger = logging.getLogger("keras_transformer")
 
@@ -27,7 +28,7 @@ def corpus_bleu(hypotheses, references):
     >>> round(corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"]), 2)
     100.0
     """
-    import sacrebleu
+    import sacrebleu  # An optional dependency (the `training` extra): loaded when scoring.
 
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -170,8 +171,6 @@ class BleuCallback(keras.callbacks.Callback):
     def _record(self, bleu):
         self.history.append((self._step, bleu))
         if self.log_dir:
-            from keras_transformer.training.tensorboard import create_writer, write_scalar
-
             if self._writer is None:
                 self._writer = create_writer(os.path.join(self.log_dir, "validation"))
             write_scalar(self._writer, "bleu", bleu, self._step)

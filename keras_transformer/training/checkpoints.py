@@ -8,8 +8,8 @@ import tempfile
 
 import keras
 
-from keras_transformer.training.distribution import sync_model_state
 from keras_transformer.training.files import atomic_path, remove_temporaries
+from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
 

@@ -1,11 +1,24 @@
 """The `train` subcommand: `keras-transformer train --config FILE [overrides]`.
 
 Also runnable as `python -m keras_transformer.training --config FILE`. Module-level imports are
-light (argparse only); the framework is imported when the command runs.
+light (the pure-Python config and the command's helpers); Keras and the framework are imported
+when the command runs.
 """
 
 import argparse
+import json
 import logging
+import os
+
+from keras_transformer.cli import add_common_arguments, run_handler
+from keras_transformer.training.config import (
+    MIXED_PRECISION,
+    STRATEGIES,
+    ConfigError,
+    TrainingConfig,
+    load_config,
+    parse_value,
+)
 
 
 def add_train_parser(subparsers):
@@ -28,8 +41,6 @@ def add_train_parser(subparsers):
         ),
     )
     add_train_arguments(parser)
-    from keras_transformer.cli import add_common_arguments
-
     add_common_arguments(parser, verbose=False, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_train)
     return parser
@@ -49,12 +60,12 @@ def add_train_arguments(parser):
     )
     parser.add_argument(
         "--mixed-precision",
-        choices=["bf16", "fp16", "none"],
+        choices=sorted(key for key in MIXED_PRECISION if key),
         help="mixed precision policy (config: training.mixed_precision)",
     )
     parser.add_argument(
         "--strategy",
-        choices=["auto", "none", "mirrored", "data_parallel"],
+        choices=list(STRATEGIES),
         help="data parallelism (config: distribution.strategy)",
     )
     parser.add_argument(
@@ -96,13 +107,6 @@ def add_train_arguments(parser):
 
 def config_from_args(args):
     """The `TrainingConfig` of parsed `train` arguments (file, then options, then `--set`)."""
-    from keras_transformer.training.config import (
-        ConfigError,
-        TrainingConfig,
-        load_config,
-        parse_value,
-    )
-
     overrides = {}
     for key, value in (
         ("output_dir", args.output_dir),
@@ -138,12 +142,11 @@ def run_train(args):
     """
     config = config_from_args(args)
     if args.print_config:
-        import json
-
         print(json.dumps(config.to_dict(), indent=2))
         return 0
     check_before_training(config, args.config or "command line")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Loads Keras and the backend's framework (seconds): only once the command runs.
     from keras_transformer.training.trainer import train
 
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
@@ -164,17 +167,13 @@ def check_before_training(config, source):
     Raises:
         ConfigError: naming `source`, the setting and its value.
     """
-    import os
-
-    from keras_transformer.training.config import ConfigError
-
     data, activation = config.data, config.model.activation
     if data.dataset == "tsv" and not os.path.isfile(data.path):
         raise ConfigError(
             f"{source}: `data.path` must be an existing TSV file. Received: data.path={data.path!r}"
         )
     if isinstance(activation, str):
-        import keras
+        import keras  # Seconds to import: only when the config names an activation.
 
         try:
             keras.activations.get(activation)
@@ -199,8 +198,6 @@ def main(argv=None):
         description="Trains a Transformer from a config file (see `keras-transformer train`).",
     )
     add_train_arguments(parser)
-    from keras_transformer.cli import add_common_arguments, run_handler
-
     add_common_arguments(parser, verbose=False)
     args = parser.parse_args(argv)
     return run_handler(run_train, args, debug=args.debug)

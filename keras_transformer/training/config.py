@@ -28,8 +28,11 @@ import dataclasses
 import inspect
 import json
 import os
+import tomllib
 import types
 
+from keras_transformer import datasets
+from keras_transformer.data.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
 from keras_transformer.hyperparameters import validate_transformer_args
 
@@ -507,8 +510,6 @@ class TrainingConfig:
                 f"Received: distribution.devices={distribution.devices!r}"
             )
         if data.bucket_boundaries:
-            from keras_transformer.data.buckets import check_bucket_boundaries
-
             try:
                 if not all(_has_type(length, int) for length in data.bucket_boundaries):
                     raise ValueError("not ints")
@@ -561,13 +562,11 @@ def _read_config_file(path):
         raise ConfigError(f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}")
     if extension in (".yaml", ".yml"):
         try:
-            import yaml
+            import yaml  # An optional dependency: needed for YAML files only.
         except ImportError:
             raise ImportError("YAML configs need PyYAML: pip install pyyaml") from None
         syntax_errors = (yaml.YAMLError,)
     else:
-        import tomllib
-
         syntax_errors = (tomllib.TOMLDecodeError, json.JSONDecodeError)
     try:
         with open(path, "rb") as file:
@@ -607,8 +606,6 @@ def parse_value(text):
     >>> parse_value("3"), parse_value("true"), parse_value("[1, 2]"), parse_value("tiny")
     (3, True, [1, 2], 'tiny')
     """
-    import tomllib
-
     try:
         return tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
@@ -650,8 +647,6 @@ def _has_type(value, kind):
 
 def _check_dataset_options(data):
     """`data.options` must be keyword arguments of the dataset function, of its defaults' types."""
-    from keras_transformer import datasets
-
     function = {
         "number_words": datasets.number_words,
         "sword_bible": datasets.sword_bible,

@@ -10,7 +10,7 @@ import os
 
 import keras
 
-from keras_transformer.training.distribution import sync_model_state
+from keras_transformer.training.state import sync_model_state
 
 
 def write_scalar(writer, name, value, step):

@@ -5,7 +5,7 @@ import time
 
 import keras
 
-from keras_transformer.training.distribution import all_processes_agree
+from keras_transformer.training.strategy import all_processes_agree, process_count
 
 logger = logging.getLogger("keras_transformer")
 
@@ -62,10 +62,7 @@ class TimeLimit(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self.start_time is None:
             self.start_time = time.monotonic()
-        if keras.backend.backend() == "jax":
-            import jax
-
-            self._multi_process = jax.process_count() > 1
+        self._multi_process = process_count() > 1
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1

@@ -32,8 +32,33 @@ import time
 
 import keras
 
+from keras_transformer import datasets
+from keras_transformer.data import make_dataset
+from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME, export_saved_model
+from keras_transformer.losses import LabelSmoothedCrossentropy
+from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.models import Transformer
+from keras_transformer.optimizers import transformer_adam
+from keras_transformer.text import Tokenizer, train_tokenizer
+from keras_transformer.training.accumulation import micro_batch_tokens, per_update
+from keras_transformer.training.averaging import average_last_checkpoints
+from keras_transformer.training.backup import ResumableBackupAndRestore
+from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
+from keras_transformer.training.checkpoints import (
+    PeriodicCheckpoint,
+    list_checkpoints,
+    restore_checkpoint,
+    save_weights_atomically,
+)
 from keras_transformer.training.config import MIXED_PRECISION, TrainingConfig, load_config
-from keras_transformer.training.files import read_json, remove_temporaries, write_json
+from keras_transformer.training.files import atomic_path, read_json, remove_temporaries, write_json
+from keras_transformer.training.mirrored import GlobalTokenMeanCrossentropy, enable_replica_jit
+from keras_transformer.training.stages import RunStages
+from keras_transformer.training.state import copy_weights, local_copy, to_numpy
+from keras_transformer.training.strategy import setup_distribution
+from keras_transformer.training.tensorboard import TensorBoardLogger
+from keras_transformer.training.time_limit import TimeLimit
+from keras_transformer.translator import Translator
 
 logger = logging.getLogger("keras_transformer")
 
@@ -83,6 +108,69 @@ class RunPaths:
         self.stages = join(self.output_dir, "stages.json")
 
 
+@dataclasses.dataclass
+class Run:
+    """A run of `train` once `prepare_run` has set it up: what `fit_run` and `finalize_run` use.
+
+    Attributes:
+        config: the validated `TrainingConfig`.
+        start_time: float. `time.monotonic()` when `train` started (the time budget counts
+            from it).
+        context: the `DistributionContext`.
+        report: callable, str -> None. Prints a report line (process 0, unless silenced).
+        paths: the run's `RunPaths`.
+        splits: the dataset's `Splits(train, validation, test)`.
+        tokenizer: the `keras_transformer.text.Tokenizer`.
+        train_data: the training pipeline of `make_dataset` (a repeated, seeded stream).
+        validation_data: the validation `tf.data.Dataset` prepared for the strategy, or `None`.
+        steps_per_epoch: int.
+        model: the compiled `Transformer`, created in the strategy's scope.
+        eval_model: the model that decodes: `model` itself, or a copy outside the strategy.
+        translator: the `Translator` around `eval_model`.
+    """
+
+    config: TrainingConfig
+    start_time: float
+    context: object
+    report: object
+    paths: RunPaths
+    splits: object
+    tokenizer: object
+    train_data: object
+    validation_data: object
+    steps_per_epoch: int
+    model: object
+    eval_model: object
+    translator: object
+
+    def translate(self, sources):
+        """Translates `sources` with the current weights of `model`."""
+        if self.eval_model is not self.model:
+            copy_weights(self.model, self.eval_model)
+        return self.translator(list(sources))
+
+
+@dataclasses.dataclass
+class FitOutcome:
+    """What `fit_run` leaves to `finalize_run`.
+
+    Attributes:
+        stages: the run's `RunStages` (`trained` recorded, unless the time budget stopped it).
+        backup: the `ResumableBackupAndRestore`, deleted once the last stage is recorded.
+        steps_done: int. Steps trained before this run.
+        steps: int. Steps trained in all.
+        trained: dict. What the `trained` stage recorded.
+        stopped_by_time: bool. The time budget stopped training before `train_steps`.
+    """
+
+    stages: RunStages
+    backup: ResumableBackupAndRestore
+    steps_done: int
+    steps: int
+    trained: dict
+    stopped_by_time: bool
+
+
 def train(config, callbacks=None, verbose="auto"):
     """Trains a Transformer as `config` says, then evaluates and exports it.
 
@@ -90,11 +178,12 @@ def train(config, callbacks=None, verbose="auto"):
     resuming, reload) the shared WordPiece tokenizer; build the `tf.data` pipeline (a
     seeded, repeated stream of token-budgeted batches: step `k` always gets the same batch);
     build and compile the model, the optimizer (Adam with the warm-up schedule) and the
-    label-smoothed loss inside the strategy's scope; `fit` with Keras progress bars,
-    TensorBoard, periodic checkpoints, backups, validation loss, validation BLEU and the
-    time budget (`fit` sees `steps_per_epoch` batches per epoch of the stream); average the last checkpoints; translate the test split (beam search) and
-    report corpus BLEU and exact match; save the `Translator` and export the SavedModel; and
-    translate a few samples with the exported SavedModel.
+    label-smoothed loss inside the strategy's scope (`prepare_run`); `fit` with Keras progress
+    bars, TensorBoard, periodic checkpoints, backups, validation loss, validation BLEU and the
+    time budget (`fit` sees `steps_per_epoch` batches per epoch of the stream) (`fit_run`);
+    average the last checkpoints; translate the test split (beam search) and report corpus
+    BLEU and exact match; save the `Translator` and export the SavedModel; and translate a few
+    samples with the exported SavedModel (`finalize_run`, stage by stage).
 
     Args:
         config: `TrainingConfig`, a dict of sections, or the path of a TOML/YAML file.
@@ -114,10 +203,23 @@ def train(config, callbacks=None, verbose="auto"):
     print(result.metrics["test_exact_match"], result.metrics["test_bleu"])
     ```
     """
+    run = prepare_run(config, verbose=verbose)
+    outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
+    return finalize_run(run, outcome)
+
+
+def prepare_run(config, verbose="auto"):
+    """The first phase of `train`: strategy, output directory, data, tokenizer and model.
+
+    Args:
+        config: `TrainingConfig`, a dict of sections, or the path of a TOML/YAML file.
+        verbose: as in `train`; `0` silences the report. Defaults to `"auto"`.
+
+    Returns:
+        A `Run`.
+    """
     start_time = time.monotonic()
     config = _as_config(config)
-    from keras_transformer.training.distribution import setup_distribution
-
     context = setup_distribution(config.distribution)
     report = _Reporter(enabled=context.is_chief and verbose != 0)
     keras.utils.set_random_seed(config.training.seed)
@@ -130,16 +232,34 @@ def train(config, callbacks=None, verbose="auto"):
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
+    splits, tokenizer, train_data, validation_data, steps_per_epoch = _prepare_data(
+        config, context, paths, report
+    )
+    model, eval_model, translator = _prepare_model(config, context, tokenizer, report)
+    return Run(
+        config=config,
+        start_time=start_time,
+        context=context,
+        report=report,
+        paths=paths,
+        splits=splits,
+        tokenizer=tokenizer,
+        train_data=train_data,
+        validation_data=validation_data,
+        steps_per_epoch=steps_per_epoch,
+        model=model,
+        eval_model=eval_model,
+        translator=translator,
+    )
 
-    # === Data and tokenizer ===
+
+def _prepare_data(config, context, paths, report):
+    """The splits, the tokenizer, the training stream, the validation data and the epoch size."""
     splits = load_splits(config.data)
     report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
            f"validation, {len(splits.test)} test pairs")
     tokenizer = load_or_train_tokenizer(paths.tokenizer, splits.train, config.data, context.is_chief)
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces")
-    from keras_transformer.data import make_dataset
-    from keras_transformer.training.accumulation import micro_batch_tokens, per_update
-
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     train_data = make_dataset(
         splits.train,
@@ -156,9 +276,8 @@ def train(config, callbacks=None, verbose="auto"):
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
     steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
-    train_steps = config.training.train_steps
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-           f"{steps_per_epoch} steps per epoch, {train_steps} steps"
+           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
            + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
@@ -171,8 +290,11 @@ def train(config, callbacks=None, verbose="auto"):
             shuffle=False,
         ).dataset
         validation_data = context.prepare_dataset(validation_data)
+    return splits, tokenizer, train_data, validation_data, steps_per_epoch
 
-    # === Model ===
+
+def _prepare_model(config, context, tokenizer, report):
+    """The compiled model (in the strategy's scope), the model that decodes, its Translator."""
     with context.scope():
         model = build_model(config, tokenizer.vocabulary_size())
         compile_model(model, config, strategy=context.strategy)
@@ -180,9 +302,6 @@ def train(config, callbacks=None, verbose="auto"):
     report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
            f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
            f"dtype policy {model.dtype_policy.name}")
-    from keras_transformer.training.distribution import copy_weights, local_copy
-    from keras_transformer.translator import Translator
-
     evaluation = config.evaluation
     eval_model = local_copy(model) if context.is_distributed else model
     translator = Translator(
@@ -194,114 +313,48 @@ def train(config, callbacks=None, verbose="auto"):
         extra_length=evaluation.extra_length,
         batch_size=evaluation.batch_size,
     )
+    return model, eval_model, translator
 
-    def translate(sources):
-        if eval_model is not model:
-            copy_weights(model, eval_model)
-        return translator(list(sources))
 
-    # === Callbacks ===
-    from keras_transformer.training.backup import ResumableBackupAndRestore
-    from keras_transformer.training.bleu import BleuCallback
-    from keras_transformer.training.checkpoints import PeriodicCheckpoint, list_checkpoints
-    from keras_transformer.training.time_limit import TimeLimit
+def fit_run(run, callbacks=None, verbose="auto"):
+    """The second phase of `train`: resume or start, `fit` to `train_steps`, record `trained`.
 
-    training = config.training
+    A run whose `trained` stage is recorded (a kill came after training) does not fit.
+
+    Args:
+        run: the `Run` of `prepare_run`.
+        callbacks: list of extra `keras.callbacks.Callback`s for `fit`. Defaults to `None`.
+        verbose: `fit` verbosity. Defaults to `"auto"`.
+
+    Returns:
+        A `FitOutcome`.
+    """
+    config, context, report = run.config, run.context, run.report
+    train_steps = config.training.train_steps
     backup = ResumableBackupAndRestore(
-        paths.backup,
-        save_freq=training.backup_every,
+        run.paths.backup,
+        save_freq=config.training.backup_every,
         delete_checkpoint=False,
         is_chief=context.is_chief,
         restore_epoch=False,
     )
-    time_limit = TimeLimit(training.minutes, start_time=start_time) if training.minutes else None
-    checkpoints = PeriodicCheckpoint(
-        paths.checkpoints,
-        save_freq=training.checkpoint_every or "epoch",
-        keep=training.average_checkpoints,
-        is_chief=context.is_chief,
-    )
-    callback_list = [backup, checkpoints, _StopAtStep(train_steps, backup)]
-    if time_limit is not None:
-        callback_list.append(time_limit)
-    if evaluation.bleu_every >= 0 and splits.validation:
-        pairs = splits.validation[: evaluation.bleu_sentences or None]
-        callback_list.append(
-            BleuCallback(
-                translate,
-                [source for source, _ in pairs],
-                [target for _, target in pairs],
-                every_steps=evaluation.bleu_every,
-                log_dir=paths.logs if training.tensorboard else None,
-                is_chief=context.is_chief,
-            )
-        )
-    if training.tensorboard and context.is_chief:
-        from keras_transformer.training.tensorboard import TensorBoardLogger
-
-        callback_list.append(TensorBoardLogger(paths.logs))
-    callback_list = per_update(callback_list, accumulate) + list(callbacks or [])
-
-    # === Fit ===
+    minutes = config.training.minutes
+    time_limit = TimeLimit(minutes, start_time=run.start_time) if minutes else None
+    # Under gradient accumulation the run's callbacks count optimizer steps (`PerUpdate`).
+    accumulate = config.training.accumulate_steps
+    callback_list = per_update(_callbacks(run, backup, time_limit), accumulate) + list(callbacks or [])
     # The stages after training that an earlier run of this command finished (a kill after
     # training loses none of them): see `keras_transformer.training.stages`.
-    from keras_transformer.training.checkpoints import restore_checkpoint
-    from keras_transformer.training.stages import RunStages
-
-    stages = RunStages(paths.stages, config, is_chief=context.is_chief)
+    stages = RunStages(run.paths.stages, config, is_chief=context.is_chief)
     trained = stages.get("trained")
     state = backup.state()  # Kept until the last stage: it holds the trained weights.
-    backup_weights = os.path.join(paths.backup, state["weights"]) if state else None
-    if trained:
-        steps_done = trained["steps"]
-        report(f"training: finished by an earlier run ({steps_done} steps); going on with "
-               f"the stages after it ({', '.join(stages.done_stages())} done)")
-    elif state:
-        steps_done = min(state["step"], train_steps)
-        report(f"resuming from the backup of step {steps_done} "
-               f"(epoch {steps_done // steps_per_epoch + 1}, "
-               f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
-        every = training.checkpoint_every or steps_per_epoch
-        expected = state["step"] % every == 0 or state["step"] == train_steps
-        if context.is_chief and expected and restore_checkpoint(
-            paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
-        ):
-            report(f"restored the checkpoint of step {state['step']} from the backup")
-    else:
-        steps_done = 0
-        if context.is_chief:
-            # A fresh start in the directory of an earlier run: its checkpoints must not be
-            # averaged with this run's, nor its stages taken for this run's.
-            stages.clear()
-            if list_checkpoints(paths.checkpoints):
-                for _, path in list_checkpoints(paths.checkpoints):
-                    os.remove(path)
-                report(f"removed the checkpoints of an earlier run from {paths.checkpoints}")
-    history = {}
+    backup_weights = os.path.join(run.paths.backup, state["weights"]) if state else None
+    steps_done = _resume(run, stages, state, trained, backup_weights)
     fit_start = time.monotonic()
-    fits = [] if trained else plan_fits(steps_done, train_steps, steps_per_epoch)
-    with context.scope():
-        for initial_epoch, epochs, epoch_steps, skip in fits:
-            if time_limit is not None and time_limit.stopped:
-                break
-            dataset = context.prepare_dataset(train_data.dataset.skip(skip * accumulate))
-            fit_history = model.fit(
-                dataset,
-                initial_epoch=initial_epoch,
-                epochs=epochs,
-                steps_per_epoch=epoch_steps * accumulate,
-                validation_data=validation_data,
-                shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
-                callbacks=callback_list,
-                verbose=verbose if context.is_chief else 0,
-            )
-            for key, values in fit_history.history.items():
-                history.setdefault(key, []).extend(values)
-        if state and not fits and not stages.done("averaged"):
-            # Training had ended (a kill came after it): the weights are the backup's.
-            model.load_weights(backup_weights)
-    from keras_transformer.training.distribution import to_numpy
-
+    fits = [] if trained else plan_fits(steps_done, train_steps, run.steps_per_epoch)
+    # Training had ended (a kill came after it): the weights are the backup's.
+    final_weights = backup_weights if state and not fits and not stages.done("averaged") else None
+    history = _fit(run, fits, callback_list, time_limit, verbose, final_weights)
     if trained:
         steps, stopped_by_time = trained["steps"], False
     else:
@@ -315,114 +368,231 @@ def train(config, callbacks=None, verbose="auto"):
         trained = stages.record(
             "trained",
             steps=steps,
-            optimizer_iterations=int(to_numpy(model.optimizer.iterations)),
+            optimizer_iterations=int(to_numpy(run.model.optimizer.iterations)),
             train_seconds=round(time.monotonic() - fit_start, 1),
             history={key: [float(value) for value in values] for key, values in history.items()},
         )
     if stopped_by_time:
         report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
                "run the same command again to continue")
+    return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time)
 
-    # === Checkpoint averaging ===
-    from keras_transformer.training.averaging import average_last_checkpoints
-    from keras_transformer.training.checkpoints import save_weights_atomically
 
-    averaged = stages.get("averaged")
-    if averaged is not None:
-        with context.scope():
-            model.load_weights(paths.weights)
-        report(f"averaging: done by an earlier run; loaded {paths.weights}")
-    else:
-        checkpoints_averaged = []
-        if training.average_checkpoints > 1:
-            with context.scope():
-                checkpoints_averaged = average_last_checkpoints(
-                    model, paths.checkpoints, training.average_checkpoints
-                )
-            if checkpoints_averaged:
-                report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
-                       f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
-        save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
-        averaged = stages.record(
-            "averaged", checkpoints=[step for step, _ in checkpoints_averaged]
+def _callbacks(run, backup, time_limit):
+    """The callbacks of `fit`: backup first (the others read its step count), then checkpoints,
+    the step limit, the time limit, validation BLEU and TensorBoard."""
+    training, evaluation, context = run.config.training, run.config.evaluation, run.context
+    checkpoints = PeriodicCheckpoint(
+        run.paths.checkpoints,
+        save_freq=training.checkpoint_every or "epoch",
+        keep=training.average_checkpoints,
+        is_chief=context.is_chief,
+    )
+    callback_list = [backup, checkpoints, _StopAtStep(training.train_steps, backup)]
+    if time_limit is not None:
+        callback_list.append(time_limit)
+    if evaluation.bleu_every >= 0 and run.splits.validation:
+        pairs = run.splits.validation[: evaluation.bleu_sentences or None]
+        callback_list.append(
+            BleuCallback(
+                run.translate,
+                [source for source, _ in pairs],
+                [target for _, target in pairs],
+                every_steps=evaluation.bleu_every,
+                log_dir=run.paths.logs if training.tensorboard else None,
+                is_chief=context.is_chief,
+            )
         )
+    if training.tensorboard and context.is_chief:
+        callback_list.append(TensorBoardLogger(run.paths.logs))
+    return callback_list
+
+
+def _resume(run, stages, state, trained, backup_weights):
+    """The steps trained before this run; clears what an earlier, unrelated run left."""
+    training, context, report, paths = run.config.training, run.context, run.report, run.paths
+    steps_per_epoch = run.steps_per_epoch
+    if trained:
+        report(f"training: finished by an earlier run ({trained['steps']} steps); going on with "
+               f"the stages after it ({', '.join(stages.done_stages())} done)")
+        return trained["steps"]
+    if state:
+        steps_done = min(state["step"], training.train_steps)
+        report(f"resuming from the backup of step {steps_done} "
+               f"(epoch {steps_done // steps_per_epoch + 1}, "
+               f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
+        every = training.checkpoint_every or steps_per_epoch
+        expected = state["step"] % every == 0 or state["step"] == training.train_steps
+        if context.is_chief and expected and restore_checkpoint(
+            paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
+        ):
+            report(f"restored the checkpoint of step {state['step']} from the backup")
+        return steps_done
+    if context.is_chief:
+        # A fresh start in the directory of an earlier run: its checkpoints must not be
+        # averaged with this run's, nor its stages taken for this run's.
+        stages.clear()
+        if list_checkpoints(paths.checkpoints):
+            for _, path in list_checkpoints(paths.checkpoints):
+                os.remove(path)
+            report(f"removed the checkpoints of an earlier run from {paths.checkpoints}")
+    return 0
+
+
+def _fit(run, fits, callback_list, time_limit, verbose, final_weights=None):
+    """Runs the planned `fit` calls in the strategy's scope; returns their merged history.
+
+    `final_weights`, when given, is loaded instead (training had ended before this run).
+    """
+    context, model = run.context, run.model
+    history = {}
+    accumulate = run.config.training.accumulate_steps  # fit batches per optimizer step
+    with context.scope():
+        for initial_epoch, epochs, epoch_steps, skip in fits:
+            if time_limit is not None and time_limit.stopped:
+                break
+            dataset = context.prepare_dataset(run.train_data.dataset.skip(skip * accumulate))
+            fit_history = model.fit(
+                dataset,
+                initial_epoch=initial_epoch,
+                epochs=epochs,
+                steps_per_epoch=epoch_steps * accumulate,
+                validation_data=run.validation_data,
+                shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
+                callbacks=callback_list,
+                verbose=verbose if context.is_chief else 0,
+            )
+            for key, values in fit_history.history.items():
+                history.setdefault(key, []).extend(values)
+        if final_weights is not None:
+            model.load_weights(final_weights)
+    return history
+
+
+def finalize_run(run, outcome):
+    """The last phase of `train`: the stages after training, each recorded in `stages.json`.
+
+    Averages the last checkpoints, then on process 0 evaluates on the test split, saves the
+    Translator, exports the SavedModel and writes `metrics.json`; a stage recorded by an
+    earlier run is skipped (its results reloaded). The backup is deleted after the last one.
+
+    Args:
+        run: the `Run` of `prepare_run`.
+        outcome: the `FitOutcome` of `fit_run`.
+
+    Returns:
+        A `TrainingResult`.
+    """
+    config, context, paths, report = run.config, run.context, run.paths, run.report
+    model, stages, trained = run.model, outcome.stages, outcome.trained
+    averaged = _average(run, stages)
     metrics = {
-        "steps": steps,
-        "steps_this_run": steps - steps_done,
+        "steps": outcome.steps,
+        "steps_this_run": outcome.steps - outcome.steps_done,
         "optimizer_iterations": trained["optimizer_iterations"],
-        "train_steps": train_steps,
-        "stopped_by_time_limit": stopped_by_time,
+        "train_steps": config.training.train_steps,
+        "stopped_by_time_limit": outcome.stopped_by_time,
         "train_seconds": trained["train_seconds"],
         "averaged_checkpoints": averaged["checkpoints"],
         "history": trained["history"],
     }
     history = trained["history"]
     if not context.is_chief:
-        return TrainingResult(model, None, tokenizer, history, metrics, paths.output_dir, config)
-
-    # === Evaluation and export (process 0) ===
-    from keras_transformer.training.files import atomic_path
-
-    if eval_model is not model:
-        copy_weights(model, eval_model)
-    evaluated = stages.get("evaluated")
-    if evaluated is None:
-        evaluated = {}
-        if evaluation.test and splits.test:
-            evaluated = evaluate_translations(translator, splits.test, verbose=report.enabled)
-            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
-                   f"{100 * evaluated['test_exact_match']:.2f}% on {len(splits.test)} pairs "
-                   f"({evaluated['test_seconds']:.0f} s)")
-        evaluated = stages.record("evaluated", **evaluated)
-    elif "test_bleu" in evaluated:
-        report(f"test: done by an earlier run: BLEU {evaluated['test_bleu']:.2f}")
-    metrics.update(evaluated)
+        return TrainingResult(model, None, run.tokenizer, history, metrics, paths.output_dir, config)
+    if run.eval_model is not model:
+        copy_weights(model, run.eval_model)
+    metrics.update(_evaluate(run, stages))
     if not stages.done("saved"):
         if config.export.translator:
             with atomic_path(paths.translator) as temporary:
-                translator.save(temporary)
+                run.translator.save(temporary)
             report(f"saved {paths.translator}")
         stages.record("saved")
-    exported = stages.get("exported")
-    if exported is None:
-        exported = {}
-        samples = list(evaluation.samples) or [
-            source for source, _ in splits.test[: evaluation.num_samples]
-        ]
-        if config.export.saved_model:
-            from keras_transformer.export import export_saved_model
-
-            export_start = time.monotonic()
-            # Off TensorFlow the export runs in a subprocess that loads a `.keras` file: the
-            # one just saved, if any.
-            exported_from = translator
-            if config.export.translator and keras.backend.backend() != "tensorflow":
-                exported_from = paths.translator
-            export_saved_model(exported_from, paths.saved_model)
-            report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
-            if samples:
-                translations = translate_with_saved_model(paths.saved_model, samples)
-                exported["samples"] = [
-                    {"source": source, "translation": translation}
-                    for source, translation in zip(samples, translations, strict=True)
-                ]
-                report("translations by the exported SavedModel:")
-                for source, translation in zip(samples, translations, strict=True):
-                    report(f"  {source}  ->  {translation}")
-        exported = stages.record("exported", **exported)
-    metrics.update(exported)
+    metrics.update(_export(run, stages))
     if stages.done("finished"):
         metrics = read_json(paths.metrics) or metrics
         report(f"the run finished earlier: nothing left to do; metrics in {paths.metrics}")
     else:
-        metrics["total_seconds"] = round(time.monotonic() - start_time, 1)
+        metrics["total_seconds"] = round(time.monotonic() - run.start_time, 1)
         write_json(paths.metrics, metrics)
         stages.record("finished")
         report(f"done in {metrics['total_seconds']:.0f} s; metrics in {paths.metrics}")
-    if not stopped_by_time:
+    if not outcome.stopped_by_time:
         # The last stage is recorded: nothing needs the backup any more.
-        backup.delete()
-    return TrainingResult(model, translator, tokenizer, history, metrics, paths.output_dir, config)
+        outcome.backup.delete()
+    return TrainingResult(
+        model, run.translator, run.tokenizer, history, metrics, paths.output_dir, config
+    )
+
+
+def _average(run, stages):
+    """The `averaged` stage: the average of the last checkpoints, saved as the final weights."""
+    context, paths, report, model = run.context, run.paths, run.report, run.model
+    keep = run.config.training.average_checkpoints
+    averaged = stages.get("averaged")
+    if averaged is not None:
+        with context.scope():
+            model.load_weights(paths.weights)
+        report(f"averaging: done by an earlier run; loaded {paths.weights}")
+        return averaged
+    checkpoints_averaged = []
+    if keep > 1:
+        with context.scope():
+            checkpoints_averaged = average_last_checkpoints(model, paths.checkpoints, keep)
+        if checkpoints_averaged:
+            report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
+                   f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
+    save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
+    return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
+
+
+def _evaluate(run, stages):
+    """The `evaluated` stage: test BLEU and exact match of the Translator (process 0)."""
+    test, report = run.splits.test, run.report
+    evaluated = stages.get("evaluated")
+    if evaluated is None:
+        evaluated = {}
+        if run.config.evaluation.test and test:
+            evaluated = evaluate_translations(run.translator, test, verbose=report.enabled)
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
+                   f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
+                   f"({evaluated['test_seconds']:.0f} s)")
+        evaluated = stages.record("evaluated", **evaluated)
+    elif "test_bleu" in evaluated:
+        report(f"test: done by an earlier run: BLEU {evaluated['test_bleu']:.2f}")
+    return evaluated
+
+
+def _export(run, stages):
+    """The `exported` stage: the SavedModel, and a few samples it translates (process 0)."""
+    config, paths, report = run.config, run.paths, run.report
+    evaluation = config.evaluation
+    exported = stages.get("exported")
+    if exported is not None:
+        return exported
+    exported = {}
+    samples = list(evaluation.samples) or [
+        source for source, _ in run.splits.test[: evaluation.num_samples]
+    ]
+    if config.export.saved_model:
+        export_start = time.monotonic()
+        # Off TensorFlow the export runs in a subprocess that loads a `.keras` file: the
+        # one just saved, if any.
+        exported_from = run.translator
+        if config.export.translator and keras.backend.backend() != "tensorflow":
+            exported_from = paths.translator
+        export_saved_model(exported_from, paths.saved_model)
+        report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
+        if samples:
+            translations = translate_with_saved_model(paths.saved_model, samples)
+            exported["samples"] = [
+                {"source": source, "translation": translation}
+                for source, translation in zip(samples, translations, strict=True)
+            ]
+            report("translations by the exported SavedModel:")
+            for source, translation in zip(samples, translations, strict=True):
+                report(f"  {source}  ->  {translation}")
+    return stages.record("exported", **exported)
 
 
 def plan_fits(steps_done, train_steps, steps_per_epoch):
@@ -465,8 +635,6 @@ def plan_fits(steps_done, train_steps, steps_per_epoch):
 
 def load_splits(data):
     """The `Splits(train, validation, test)` of `(source, target)` strings of a `DataConfig`."""
-    from keras_transformer import datasets
-
     options = dict(data.options)
     if data.dataset == "number_words":
         return datasets.number_words(
@@ -493,8 +661,6 @@ def load_or_train_tokenizer(path, pairs, data, is_chief=True):
     Returns:
         A `keras_transformer.text.Tokenizer`.
     """
-    from keras_transformer.text import Tokenizer, train_tokenizer
-
     saved = read_json(path)
     if saved:
         config = {key: value for key, value in saved["config"].items() if key != "vocabulary"}
@@ -512,8 +678,6 @@ def load_or_train_tokenizer(path, pairs, data, is_chief=True):
 def build_model(config, vocab_size):
     """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
     policy of `config.training`."""
-    from keras_transformer.models import Transformer
-
     arguments = config.model.overrides()
     arguments.setdefault("seed", config.training.seed)
     dtype = MIXED_PRECISION[config.training.mixed_precision]
@@ -542,14 +706,6 @@ def compile_model(model, config, strategy="none"):
         config: `TrainingConfig`.
         strategy: str. The `DistributionContext.strategy`. Defaults to `"none"`.
     """
-    from keras_transformer.losses import LabelSmoothedCrossentropy
-    from keras_transformer.metrics import MaskedAccuracy
-    from keras_transformer.optimizers import transformer_adam
-    from keras_transformer.training.distribution import (
-        GlobalTokenMeanCrossentropy,
-        enable_replica_jit,
-    )
-
     optimizer_config = config.optimizer
     extra = {"clipnorm": optimizer_config.clipnorm} if optimizer_config.clipnorm else {}
     optimizer = transformer_adam(
@@ -589,15 +745,13 @@ def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
         dict: `test_bleu` (sacrebleu corpus BLEU), `test_exact_match` (fraction),
         `test_seconds`, and `test_examples` (the first 10 `(source, reference, hypothesis)`).
     """
-    from keras_transformer.training.bleu import corpus_bleu, exact_match
-
     start = time.monotonic()
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
     hypotheses = []
     chunks = range(0, len(sources), chunk_size)
     if verbose:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # An optional dependency: needed only when verbose.
 
         chunks = tqdm(chunks, desc="translating the test split", unit="chunk")
     for index in chunks:
@@ -623,10 +777,10 @@ def translate_with_saved_model(path, sentences):
     Returns:
         list of str.
     """
+    # TensorFlow loads here only: a SavedModel is read on every backend through TensorFlow,
+    # which the other backends' runs need for nothing else.
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
-
-    from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME
 
     serve = tf.saved_model.load(path).signatures[SIGNATURE_NAME]
     outputs = serve(**{INPUT_NAME: tf.constant(list(sentences), tf.string)})

@@ -104,6 +104,25 @@ def test_an_empty_preset_is_checked_with_the_transformer_defaults():
     assert {name: parameters[name].default for name in PRESETS["base"]} == PRESETS["base"]
 
 
+def test_the_model_section_keys_are_transformer_arguments_with_its_defaults():
+    # One source of truth: `[model]` keys are `Transformer`'s own arguments, the pure-Python
+    # checks take exactly those arguments, and a default the section sets is the model's.
+    import dataclasses
+
+    from keras_transformer.hyperparameters import validate_transformer_args
+    from keras_transformer.models import Transformer
+    from keras_transformer.training.config import ModelConfig
+
+    model_parameters = inspect.signature(Transformer).parameters
+    checked = set(inspect.signature(validate_transformer_args).parameters) - {"prefix"}
+    assert checked == set(model_parameters) - {"seed", "kwargs"}
+    fields = {field.name: field.default for field in dataclasses.fields(ModelConfig)}
+    del fields["preset"]
+    assert set(fields) <= checked
+    for name, default in fields.items():
+        assert default is None or default == model_parameters[name].default, name
+
+
 def test_the_model_section_is_checked_by_the_transformers_own_checks():
     # One rule: the config reports what the constructor would raise, with `model.` names.
     from keras_transformer.models import Transformer

@@ -16,7 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from keras_transformer.training import TrainingConfig, train  # noqa: E402
-from keras_transformer.training.distribution import to_numpy  # noqa: E402
+from keras_transformer.training.state import to_numpy  # noqa: E402
 
 OUT, PORT, RANK = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -66,7 +66,7 @@ def dump(name, result):
         "encoder_inputs": np.array([[2, 5, 6, 7, 3, 0]], "int32"),
         "decoder_inputs": np.array([[2, 8, 9, 0, 0, 0]], "int32"),
     }
-    from keras_transformer.training.distribution import local_copy
+    from keras_transformer.training.state import local_copy
 
     arrays["logits"] = to_numpy(local_copy(model)(batch, training=False))
     arrays["history_loss"] = np.array(result.history["loss"])

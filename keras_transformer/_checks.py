@@ -1,0 +1,55 @@
+"""Argument checks shared by the package: one wording for every "must be an int >= n" error.
+
+Python's `bool` is an `int`; every check here refuses it, so `beam_size=True` is an error and
+not a beam of one. NumPy integers count as ints (they come out of arrays and configs).
+"""
+
+import numbers
+
+
+def is_int(value):
+    """Whether `value` is an integer (Python or NumPy), and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value):
+    """Whether `value` is a real number (int or float, Python or NumPy), and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_int(name, value, minimum=None, allow_none=False):
+    """Returns `value` as a Python `int`, or raises a `ValueError` naming `name` and `value`.
+
+    Args:
+        name: str. The argument's name, as the user spelled it.
+        value: the value received.
+        minimum: int. Smallest allowed value. Defaults to `None` (no bound).
+        allow_none: bool. Whether `None` passes (and is returned). Defaults to `False`.
+    """
+    if value is None and allow_none:
+        return None
+    if not is_int(value) or (minimum is not None and value < minimum):
+        expected = "an int" if minimum is None else f"an int >= {minimum}"
+        raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+    return int(value)
+
+
+def check_number(name, value, minimum=None, strict=False, allow_none=False):
+    """Returns `value` as a Python `float`, or raises a `ValueError` naming `name` and `value`.
+
+    Args:
+        name: str. The argument's name, as the user spelled it.
+        value: the value received.
+        minimum: float. Lower bound. Defaults to `None` (no bound).
+        strict: bool. Whether `value` must exceed `minimum` rather than reach it. Defaults to
+            `False`.
+        allow_none: bool. Whether `None` passes (and is returned). Defaults to `False`.
+    """
+    if value is None and allow_none:
+        return None
+    if not is_number(value) or (
+        minimum is not None and (value <= minimum if strict else value < minimum)
+    ):
+        bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum}"
+        raise ValueError(f"`{name}` must be a number{bound}. Received: {name}={value!r}")
+    return float(value)
