@@ -5,6 +5,9 @@ is a mean over each batch's real tokens, so only then is the mean of the micro-b
 gradients the gradient of the whole batch (see `keras_transformer.training.accumulation`).
 """
 
+import json
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from keras_transformer.losses import LabelSmoothedCrossentropy
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
 from keras_transformer.training import PerUpdate, TensorBoardLogger, TrainingConfig, train
-from tests.training.training_helpers import weights_of
+from tests.training.training_helpers import SCRIPTS, run_python, weights_of
 
 VOCAB, LENGTH, ROWS = 30, 10, 8
 # float32 round-off of gradients summed in another order, after 3 updates that move the
@@ -54,8 +57,9 @@ def train_tiny(optimizer, batch_size, x, y):
     model.compile(
         optimizer=optimizer,
         loss=LabelSmoothedCrossentropy(label_smoothing=0.1),
-        # XLA compilation costs more than these few steps on TensorFlow.
-        jit_compile=keras.backend.backend() != "tensorflow",
+        # XLA compilation costs more than these few steps on TensorFlow; torch.compile
+        # does not trace the Transformer's mask arguments.
+        jit_compile=keras.backend.backend() == "jax",
     )
     initial = weights_of(model)
     model.fit(x, y, batch_size=batch_size, shuffle=False, verbose=0)
@@ -179,33 +183,53 @@ def test_config_checks_accumulate_steps():
 
 
 class Crash(keras.callbacks.Callback):
-    """Raises after fit's batch `batch` (a micro-batch: callbacks passed to `train` see them)."""
+    """Raises after `fit`'s `batches`-th batch (callbacks passed to `train` see micro-batches)."""
 
-    def __init__(self, batch):
+    def __init__(self, batches):
         super().__init__()
-        self.batch = batch
+        self.batches = batches
+        self.seen = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        if batch == self.batch:
+        self.seen += 1
+        if self.seen == self.batches:
             raise KeyboardInterrupt
 
 
 @pytest.mark.slow
 def test_accumulated_run_resumes_to_the_weights_of_an_uninterrupted_one(tiny_run, tmp_path):
-    # Backups every 2 updates; the crash comes after the first micro-batch of update 3 (in
-    # the middle of epoch 1 and of an accumulation): the resumed run restores update 2 and
-    # must redo that micro-batch, with an empty accumulator.
-    training = {"accumulate_steps": 2, "backup_every": 2}
+    # 2 epochs of 4 updates of 2 micro-batches, backups every 4 updates. The crash comes after
+    # micro-batch 9, the first of update 5: the resumed run restores update 4 (its epoch
+    # end), drops the half-accumulated gradient and redoes that micro-batch.
+    training = {"accumulate_steps": 2, "backup_every": 4}
     whole = train(tiny_run(training=training, output_dir=str(tmp_path / "whole")), verbose=0)
     assert whole.metrics["steps"] == whole.metrics["optimizer_iterations"] == 8
     assert whole.metrics["averaged_checkpoints"] == [4, 8]  # named after updates
 
     with pytest.raises(KeyboardInterrupt):
-        train(tiny_run(training=training), callbacks=[Crash(batch=4)], verbose=0)
+        train(tiny_run(training=training), callbacks=[Crash(batches=9)], verbose=0)
     resumed = train(tiny_run(training=training), verbose=0)
-    assert resumed.metrics["steps_this_run"] == 6
+    assert resumed.metrics["steps_this_run"] == 4
     assert resumed.metrics["steps"] == resumed.metrics["optimizer_iterations"] == 8
     assert resumed.metrics["averaged_checkpoints"] == [4, 8]
     tolerance = 0 if keras.backend.backend() == "tensorflow" else 1e-6
     for first, second in zip(weights_of(whole.model), weights_of(resumed.model), strict=True):
         np.testing.assert_allclose(first, second, rtol=0, atol=tolerance)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch", reason="PyTorch trains on one device (no strategy)"
+)
+def test_accumulation_with_data_parallelism_equals_one_device():
+    # MirroredStrategy (TensorFlow) or DataParallel (JAX) over 2 CPU devices, 2 micro-batches
+    # per update, vs. one device without accumulation; in a fresh process (devices first).
+    result = run_python([os.path.join(SCRIPTS, "accumulation_distributed.py")], timeout=400)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    results = json.loads(line[len("RESULT "):])
+    print(f"accumulation {results['strategy']}: max weight difference {results['weight_diff']:.3g}")
+    assert results["replicas"] == 2
+    assert results["iterations"] == [3, 3]
+    assert results["weight_change"] > 0.1  # the runs did train
+    assert results["weight_diff"] < TOLERANCE, results
