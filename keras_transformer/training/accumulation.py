@@ -37,6 +37,27 @@ def micro_batch_tokens(tokens_per_batch, accumulate_steps):
     return tokens_per_batch // accumulate_steps
 
 
+def check_strategy(strategy, accumulate_steps):
+    """Raises a `ValueError` for accumulation under `MirroredStrategy`.
+
+    Keras 3's optimizer applies the accumulated update inside a `cond`, and under
+    `tf.distribute` the gradients' all-reduce in it is a `merge_call`, which TensorFlow does
+    not allow inside control flow (`RuntimeError` at the first step). JAX `DataParallel` and
+    single-device training on every backend accumulate.
+
+    Args:
+        strategy: str. The `DistributionContext.strategy`.
+        accumulate_steps: int.
+    """
+    if strategy == "mirrored" and accumulate_steps > 1:
+        raise ValueError(
+            "Gradient accumulation does not work with MirroredStrategy in Keras 3 (the "
+            "all-reduce would run inside the optimizer's cond); use one device, or JAX with "
+            f"strategy='data_parallel'. Received: accumulate_steps={accumulate_steps}, "
+            f"strategy={strategy!r}"
+        )
+
+
 def per_update(callbacks, accumulate_steps):
     """`callbacks`, each wrapped in `PerUpdate` (the list itself when `accumulate_steps` is 1)."""
     if accumulate_steps == 1:

@@ -40,7 +40,7 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.text import Tokenizer, train_tokenizer
-from keras_transformer.training.accumulation import micro_batch_tokens, per_update
+from keras_transformer.training.accumulation import check_strategy, micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
@@ -706,6 +706,7 @@ def compile_model(model, config, strategy="none"):
         config: `TrainingConfig`.
         strategy: str. The `DistributionContext.strategy`. Defaults to `"none"`.
     """
+    check_strategy(strategy, config.training.accumulate_steps)
     optimizer_config = config.optimizer
     extra = {"clipnorm": optimizer_config.clipnorm} if optimizer_config.clipnorm else {}
     optimizer = transformer_adam(

@@ -1,24 +1,23 @@
-"""Gradient accumulation under data parallelism vs. one device without accumulation.
+"""Gradient accumulation under JAX `DataParallel` vs. one device without accumulation.
 
 Run in a fresh process (the logical CPU devices must be set up before the backend starts):
-`KERAS_BACKEND=tensorflow|jax python accumulation_distributed.py` prints one `RESULT` JSON
-line. The distributed run splits each batch of `ROWS` pairs into 2 micro-batches (equal
-token counts), each split again over 2 CPU devices: `MirroredStrategy` on TensorFlow,
-`DataParallel` on JAX; the reference trains on the whole batches on one device. Both use
-`compile_model`, as `train` does (the global token mean loss under `MirroredStrategy`).
+`python accumulation_distributed.py` prints one `RESULT` JSON line. The distributed run
+splits each batch of `ROWS` pairs into 2 micro-batches (equal token counts), each split again
+over 2 CPU devices; the reference trains on the whole batches on one device. Both compile
+with `compile_model`, as `train` does. (`MirroredStrategy` refuses accumulation: see
+`keras_transformer.training.accumulation.check_strategy`.)
 """
 
 import contextlib
 import json
 import os
 
+os.environ["KERAS_BACKEND"] = "jax"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from keras_transformer.training import DistributionConfig, TrainingConfig, setup_distribution  # noqa: E402
 
-BACKEND = os.environ["KERAS_BACKEND"]
-STRATEGY = {"tensorflow": "mirrored", "jax": "data_parallel"}[BACKEND]
-context = setup_distribution(DistributionConfig(strategy=STRATEGY, cpu_devices=2))
+context = setup_distribution(DistributionConfig(strategy="data_parallel", cpu_devices=2))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
