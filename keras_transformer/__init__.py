@@ -27,6 +27,7 @@ _EXPORTS = {
     "MaskedAccuracy": "metrics",
     "Transformer": "models",
     "transformer_adam": "optimizers",
+    "AccumulatedSchedule": "schedules",
     "WarmupSchedule": "schedules",
     "Translator": "translator",
     **{module: module for module in ("layers", "losses", "metrics", "models", "optimizers",
@@ -34,6 +35,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AccumulatedSchedule",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",
@@ -72,7 +74,7 @@ if TYPE_CHECKING:  # For static analysis and the API reference: the names above.
     from keras_transformer.metrics import MaskedAccuracy
     from keras_transformer.models import Transformer
     from keras_transformer.optimizers import transformer_adam
-    from keras_transformer.schedules import WarmupSchedule
+    from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
     from keras_transformer.translator import Translator
 
 after_keras_import(__name__, _REGISTERING)

@@ -46,3 +46,56 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class AccumulatedSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule counted in optimizer updates when gradients are accumulated.
+
+    With `gradient_accumulation_steps = k`, a Keras optimizer counts every micro-batch in its
+    step variable and calls its learning-rate schedule with that count, so a warm-up of
+    `warmup_steps` would end after `warmup_steps / k` updates. This wrapper gives `schedule`
+    the update count instead: `schedule(step // k)`. Keras applies update `n` (counted from
+    0) at micro-step `n · k + k - 1`, so update `n` uses `schedule(n)`, the rate it has
+    without accumulation. (Adam's bias correction already counts updates: Keras' public
+    `iterations` is the update count.)
+
+    Args:
+        schedule: `keras.optimizers.schedules.LearningRateSchedule`. The schedule in updates.
+        accumulate_steps: int. Micro-batches per update (the optimizer's
+            `gradient_accumulation_steps`), `>= 1`.
+
+    Example:
+
+    >>> schedule = AccumulatedSchedule(WarmupSchedule(d_model=512), accumulate_steps=4)
+    >>> float(schedule(4 * 4000 + 3)) == float(WarmupSchedule(d_model=512)(4000))
+    True
+    """
+
+    def __init__(self, schedule, accumulate_steps):
+        if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            raise ValueError(
+                "`schedule` must be a keras.optimizers.schedules.LearningRateSchedule. "
+                f"Received: schedule={schedule!r}"
+            )
+        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or accumulate_steps < 1:
+            raise ValueError(
+                f"`accumulate_steps` must be an int >= 1. Received: accumulate_steps={accumulate_steps!r}"
+            )
+        self.schedule = schedule
+        self.accumulate_steps = accumulate_steps
+
+    def __call__(self, step):
+        return self.schedule(ops.floor_divide(step, self.accumulate_steps))
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "accumulate_steps": self.accumulate_steps,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["schedule"] = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(**config)

@@ -8,6 +8,7 @@
 - `TimeLimit`: stop cleanly when a time budget is spent.
 - `KeepBest`: export the best-by-validation translator, and stop early (`keep_best`).
 - `TensorBoardLogger`: TensorBoard scalars without the `tensorboard` package.
+- `PerUpdate`: shows a callback one batch per optimizer update (gradient accumulation).
 - `setup_distribution`, `GlobalTokenMeanCrossentropy`, `enable_replica_jit`:
   `MirroredStrategy` (TensorFlow) and `DataParallel` (JAX, one or more processes).
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from keras_transformer._lazy import lazy_attributes
 
 _EXPORTS = {
+    "PerUpdate": "accumulation",
     "average_checkpoints": "averaging",
     "average_last_checkpoints": "averaging",
     "ResumableBackupAndRestore": "backup",
@@ -61,6 +63,7 @@ __all__ = [
     "KeepBest",
     "ModelConfig",
     "OptimizerConfig",
+    "PerUpdate",
     "PeriodicCheckpoint",
     "ResumableBackupAndRestore",
     "TensorBoardLogger",
@@ -84,6 +87,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # For static analysis and the API reference.
+    from keras_transformer.training.accumulation import PerUpdate
     from keras_transformer.training.averaging import average_checkpoints, average_last_checkpoints
     from keras_transformer.training.backup import ResumableBackupAndRestore
     from keras_transformer.training.best import KeepBest

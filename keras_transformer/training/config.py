@@ -226,6 +226,13 @@ class TrainingSection:
         early_stopping_patience: int. Stop after this many validations of `keep_best`
             without improvement; the run then ends as if it had made its last step. `0`
             never stops early. Defaults to `0`.
+        accumulate_steps: int. Gradient accumulation: each optimizer step averages the
+            gradients of this many micro-batches of `data.tokens_per_batch / accumulate_steps`
+            positions (the paper's 25,000-token batches on one small accelerator). Every
+            count above (`train_steps`, `steps_per_epoch`, `checkpoint_every`,
+            `backup_every`, `evaluation.bleu_every`), the learning-rate schedule, the
+            checkpoint names and TensorBoard's step are optimizer steps
+            (`keras_transformer.training.accumulation`). Defaults to `1`.
     """
 
     train_steps: int = 100000
@@ -242,6 +249,7 @@ class TrainingSection:
     init_from: str = ""
     keep_best: str = ""
     early_stopping_patience: int = 0
+    accumulate_steps: int = 1
 
 
 @dataclasses.dataclass
@@ -471,6 +479,7 @@ class TrainingConfig:
             ("training.average_checkpoints", training.average_checkpoints, 1),
             ("training.backup_every", training.backup_every, 1),
             ("training.early_stopping_patience", training.early_stopping_patience, 0),
+            ("training.accumulate_steps", training.accumulate_steps, 1),
             ("evaluation.beam_size", evaluation.beam_size, 1),
             ("evaluation.extra_length", evaluation.extra_length, 1),
             ("evaluation.batch_size", evaluation.batch_size, 1),
@@ -484,6 +493,13 @@ class TrainingConfig:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
+        if data.tokens_per_batch // training.accumulate_steps < data.max_length:
+            raise ConfigError(
+                "`data.tokens_per_batch` / `training.accumulate_steps` (the micro-batch) must "
+                f"be >= data.max_length ({data.max_length}). Received: "
+                f"data.tokens_per_batch={data.tokens_per_batch}, "
+                f"training.accumulate_steps={training.accumulate_steps}"
+            )
         for name, value in (
             ("training.minutes", training.minutes),
             ("training.label_smoothing", training.label_smoothing),

@@ -117,7 +117,10 @@ class TensorBoardLogger(keras.callbacks.Callback):
     def _learning_rate(self):
         learning_rate = getattr(self.model.optimizer, "_learning_rate", None)
         if callable(learning_rate):
-            return float(keras.ops.convert_to_numpy(learning_rate(self._step)))
+            # The schedule's argument is Keras' micro-batch count under gradient accumulation
+            # (`AccumulatedSchedule`): the rate of update `self._step` is at `step · k`.
+            step = self._step * getattr(learning_rate, "accumulate_steps", 1)
+            return float(keras.ops.convert_to_numpy(learning_rate(step)))
         return None
 
 

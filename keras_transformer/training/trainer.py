@@ -43,6 +43,7 @@ from keras_transformer.models import Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.text import Tokenizer, train_tokenizer
 from keras_transformer.training import fine_tune
+from keras_transformer.training.accumulation import check_strategy, micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.best import export_best, make_keep_best
@@ -282,10 +283,11 @@ def _prepare_data(config, context, paths, report):
     tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
            + (f" (from {config.training.init_from})" if initial is not None else ""))
+    accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     train_data = make_dataset(
         splits.train,
         tokenizer,
-        tokens_per_batch=config.data.tokens_per_batch,
+        tokens_per_batch=micro_batch_tokens(config.data.tokens_per_batch, accumulate),
         max_length=config.data.max_length,
         shuffle=True,
         seed=config.training.seed,
@@ -296,9 +298,10 @@ def _prepare_data(config, context, paths, report):
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
-    steps_per_epoch = config.training.steps_per_epoch or one_pass
+    steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps")
+           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
+           + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
         validation_data = make_dataset(
@@ -363,7 +366,9 @@ def fit_run(run, callbacks=None, verbose="auto"):
     minutes = config.training.minutes
     time_limit = TimeLimit(minutes, start_time=run.start_time) if minutes else None
     callback_list, keep_best = _callbacks(run, backup, time_limit)
-    callback_list += list(callbacks or [])
+    # Under gradient accumulation the run's callbacks count optimizer steps (`PerUpdate`).
+    accumulate = config.training.accumulate_steps
+    callback_list = per_update(callback_list, accumulate) + list(callbacks or [])
     # The stages after training that an earlier run of this command finished (a kill after
     # training loses none of them): see `keras_transformer.training.stages`.
     stages = RunStages(run.paths.stages, config, is_chief=context.is_chief)
@@ -492,16 +497,17 @@ def _fit(run, fits, callback_list, stoppers, verbose, final_weights=None):
     """
     context, model = run.context, run.model
     history = {}
+    accumulate = run.config.training.accumulate_steps  # fit batches per optimizer step
     with context.scope():
         for initial_epoch, epochs, epoch_steps, skip in fits:
             if any(stopper is not None and stopper.stopped for stopper in stoppers):
                 break
-            dataset = context.prepare_dataset(run.train_data.dataset.skip(skip))
+            dataset = context.prepare_dataset(run.train_data.dataset.skip(skip * accumulate))
             fit_history = model.fit(
                 dataset,
                 initial_epoch=initial_epoch,
                 epochs=epochs,
-                steps_per_epoch=epoch_steps,
+                steps_per_epoch=epoch_steps * accumulate,
                 validation_data=run.validation_data,
                 shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
                 callbacks=callback_list,
@@ -764,6 +770,7 @@ def compile_model(model, config, strategy="none"):
         config: `TrainingConfig`.
         strategy: str. The `DistributionContext.strategy`. Defaults to `"none"`.
     """
+    check_strategy(strategy, config.training.accumulate_steps)
     optimizer_config = config.optimizer
     extra = {"clipnorm": optimizer_config.clipnorm} if optimizer_config.clipnorm else {}
     optimizer = transformer_adam(
@@ -773,6 +780,7 @@ def compile_model(model, config, strategy="none"):
         beta_1=optimizer_config.beta_1,
         beta_2=optimizer_config.beta_2,
         epsilon=optimizer_config.epsilon,
+        gradient_accumulation_steps=config.training.accumulate_steps,
         **extra,
     )
     mirrored = strategy == "mirrored"
