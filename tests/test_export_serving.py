@@ -74,7 +74,7 @@ def versioned(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_version_layout_and_refusing_an_existing_version(versioned, tmp_path):
+def test_version_layout_and_refusing_an_existing_version(versioned, tmp_path, monkeypatch):
     translator, base = versioned
     assert sorted(os.listdir(base)) == ["1"]  # Nothing else: no temporary left behind.
     assert (base / "1" / "saved_model.pb").is_file()
@@ -87,15 +87,23 @@ def test_version_layout_and_refusing_an_existing_version(versioned, tmp_path):
     for version in (0, -1, "2", 1.0, True):
         with pytest.raises(ValueError, match=r"`version` must be an int >= 1"):
             export_saved_model(translator, base, version=version)
-    # The command: a new version next to the first, then a refused rewrite of it.
+    # The command refuses it too (before loading anything)...
     keras_path = str(base.parent.parent / "small.keras")
-    arguments = ["export", keras_path, str(base), "--version", "3", "--no-jit-compile"]
-    assert main(arguments) == 0
-    assert sorted(os.listdir(base)) == ["1", "3"]
-    assert main(arguments) == 1  # Refused before loading anything.
-    assert main(["export", keras_path, str(tmp_path / "x"), "--format", "ctranslate2",
+    assert main(["export", keras_path, str(base), "--version", "1"]) == 1
+    assert sorted(os.listdir(base)) == ["1"]
+    assert main(["export", keras_path, str(tmp_path), "--format", "ctranslate2",
                  "--version", "2"]) == 1  # fmt: skip
-    assert sorted(os.listdir(base)) == ["1", "3"]
+    # ...and passes its options on (the export itself is the one tested above).
+    calls = []
+    monkeypatch.setattr(
+        "keras_transformer.export.export_saved_model",
+        lambda *args, **kwargs: calls.append((args, kwargs)) or "written",
+    )
+    options = ["--version", "3", "--overwrite", "--num-hypotheses", "2", "--warmup-batch-size", "4"]
+    assert main(["export", keras_path, str(base), *options]) == 0
+    assert calls[0][0] == (keras_path, str(base))
+    expected = {"version": 3, "overwrite": True, "num_hypotheses": 2, "warmup_batch_size": 4}
+    assert expected.items() <= calls[0][1].items()
 
 
 @pytest.mark.slow
