@@ -64,7 +64,12 @@ def user_requests(translator, batch_size):
 
     preprocessor = translator.preprocessor
     # Test sentences, and runs of them joined by " y ", until every bucket has enough.
-    pool = [source for source, _ in number_words(50, 0, 200, seed=7).test]
+    pool = [
+        source
+        for source, _ in number_words(
+            num_train=200, num_validation=0, num_test=200, max_number=5000, seed=7
+        ).test
+    ]
     sentences = pool + [" y ".join(pool[i : i + k]) for k in range(2, 12) for i in range(0, 180, k)]
     encoded, _ = preprocessor.encode_source(sentences)
     lengths = encoded.row_lengths().numpy()

@@ -174,10 +174,13 @@ def export_saved_model(
     input_signature = [tf.TensorSpec([None], tf.string, name=INPUT_NAME)]
     archive = keras.export.ExportArchive()
     archive.track(translator.model)
+    # One generator: both signatures call the same compiled search functions, so the warm-up
+    # requests (to `serving_default`) also compile what `translate_n_best` runs.
+    generator = translator.make_generator(jit_compile)
     # `serving_default` first: the archive also makes its first endpoint the default.
     for name, hypotheses in ((SIGNATURE_NAME, None), (N_BEST_SIGNATURE_NAME, num_hypotheses)):
         serve = make_serving_function(
-            translator, beam_size, float(alpha), jit_compile, num_hypotheses=hypotheses
+            translator, beam_size, float(alpha), num_hypotheses=hypotheses, generator=generator
         )
         archive.add_endpoint(name=name, fn=serve, input_signature=input_signature)
     metadata = {
@@ -202,7 +205,9 @@ def export_saved_model(
     return path
 
 
-def make_serving_function(translator, beam_size, alpha, jit_compile=True, num_hypotheses=None):
+def make_serving_function(
+    translator, beam_size, alpha, jit_compile=True, num_hypotheses=None, generator=None
+):
     """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
 
     Works eagerly and inside `tf.function`; only TensorFlow and tensorflow-text ops (the
@@ -216,6 +221,9 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True, num_hy
         num_hypotheses: int, at most `beam_size`. Return the best `num_hypotheses` of the
             search, best first: `translations` and `scores` of shape `(batch,
             num_hypotheses)`. Defaults to `None`: the best one, shape `(batch,)`.
+        generator: `keras_transformer.generation.Generator` running the search (functions
+            that share it share their compiled searches). Defaults to `None`: a new one
+            (`translator.make_generator(jit_compile)`).
 
     Returns:
         A Python function of one string tensor of shape `(batch,)`.
@@ -223,7 +231,8 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True, num_hy
     import tensorflow as tf
 
     preprocessor = translator.preprocessor
-    generator = translator.make_generator(jit_compile)
+    if generator is None:
+        generator = translator.make_generator(jit_compile)
     search = "greedy" if beam_size == 1 else "beam"
     columns = 1 if num_hypotheses is None else num_hypotheses
 
