@@ -66,8 +66,8 @@ def export_saved_model(
     For TensorFlow Serving, `version=N` writes the SavedModel to `path/N/` (the layout a model
     server watches: `path` is the model's base path). Every export also writes
     `assets.extra/tf_serving_warmup_requests`: one `PredictionLog` per compiled shape (each
-    source bucket × each power-of-two batch size up to `warmup_batch_size`), which a model
-    server replays when it loads the version, so that no user request pays an XLA compile.
+    source bucket × each power-of-two batch size up to `warmup_batch_size`) and one for
+    `translate_n_best` (see `make_warmup_requests`), which a model server replays when it loads the version, so that no user request pays an XLA compile.
     Writing it needs the `tensorflow-serving-api` package (in the `tensorflow` extra).
 
     The SavedModel is written to a temporary directory next to `path` (named `.tmp-*`, like
@@ -290,44 +290,51 @@ def make_serving_function(
 
 
 def make_warmup_requests(preprocessor, max_batch_size):
-    """One request batch per shape the export compiles: source bucket × padded batch size.
+    """The warm-up requests: one per shape the export compiles, and one per other signature.
 
-    The sentences repeat one vocabulary word that is a single word piece, so that each
-    request's longest row lands in its bucket (checked with the preprocessor itself).
+    Each source bucket × each power-of-two batch size up to `max_batch_size` gets a
+    `serving_default` request. Then one `translate_n_best` request (1 row, shortest bucket):
+    it runs the searches `serving_default` compiles, but the first call of a signature in a
+    loaded SavedModel also pays a one-time setup of its graph, which this request absorbs. The
+    sentences repeat one vocabulary word that is a single word piece, so that each request's
+    longest row lands in its bucket (checked with the preprocessor itself).
 
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
         max_batch_size: int. The largest batch covered, rounded up to a power of two.
 
     Returns:
-        A list of lists of `bytes`: for each bucket (shortest first), batches of 1, 2, 4, ...,
-        `padded_batch_size(max_batch_size)` copies of one sentence in that bucket.
+        A list of `(signature_name, sentences)`, `sentences` a list of `bytes`: for each bucket
+        (shortest first), batches of 1, 2, 4, ..., `padded_batch_size(max_batch_size)` copies
+        of one sentence in that bucket; then the `translate_n_best` request.
     """
     from keras_transformer.data.buckets import padded_batch_size
 
-    boundaries = preprocessor.bucket_boundaries
     sentences = _bucket_sentences(preprocessor)
     batch_sizes, size = [], 1
     while size <= padded_batch_size(max_batch_size):
         batch_sizes.append(size)
         size *= 2
-    return [[sentences[bucket]] * rows for bucket in boundaries for rows in batch_sizes]
+    requests = [
+        (SIGNATURE_NAME, [sentences[bucket]] * rows)
+        for bucket in preprocessor.bucket_boundaries
+        for rows in batch_sizes
+    ]
+    return requests + [(N_BEST_SIGNATURE_NAME, [sentences[preprocessor.bucket_boundaries[0]]])]
 
 
-def write_warmup_requests(path, requests, signature_name=SIGNATURE_NAME):
-    """Writes TensorFlow Serving warm-up records: one `PredictionLog` per request batch.
+def write_warmup_requests(path, requests):
+    """Writes TensorFlow Serving warm-up records: one `PredictionLog` per request.
 
     Args:
         path: str. The file, `assets.extra/tf_serving_warmup_requests` of a SavedModel.
-        requests: list of lists of `bytes`, the request batches.
-        signature_name: str. The signature each request calls. Defaults to
-            `"serving_default"`.
+        requests: list of `(signature_name, sentences)`, `sentences` a list of `bytes`.
     """
     import tensorflow as tf
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     with tf.io.TFRecordWriter(path) as writer:
-        for strings in requests:
+        for signature_name, strings in requests:
             request = predict_pb2.PredictRequest(
                 model_spec=model_pb2.ModelSpec(signature_name=signature_name)
             )
