@@ -406,6 +406,32 @@ def _add_export_parser(subparsers):
     parser.add_argument("--beam-size", type=_positive_int, default=None, help="beam size")
     parser.add_argument("--alpha", type=float, default=None, help="length penalty")
     parser.add_argument(
+        "--version",
+        type=_positive_int,
+        default=None,
+        help="write OUTPUT/VERSION/, the layout TensorFlow Serving watches (OUTPUT is the "
+        "model's base path); an existing version is refused unless --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="replace an existing --version directory (without --version, OUTPUT is replaced)",
+    )
+    parser.add_argument(
+        "--num-hypotheses",
+        type=_positive_int,
+        default=None,
+        help="columns of the translate_n_best signature (default: the beam size)",
+    )
+    parser.add_argument(
+        "--warmup-batch-size",
+        type=_positive_int,
+        default=None,
+        help="largest request batch the TF Serving warm-up requests cover (default: the "
+        "translator's batch size)",
+    )
+    parser.add_argument(
         "--no-jit-compile",
         dest="jit_compile",
         action="store_false",
@@ -420,8 +446,20 @@ def _export(args):
     # KERAS_BACKEND=tensorflow in a subprocess.
     from keras_transformer.export import export_saved_model
 
+    written = args.output
+    saved_model_only = {
+        "version": args.version,
+        "num_hypotheses": args.num_hypotheses,
+        "warmup_batch_size": args.warmup_batch_size,
+    }
     try:
         if args.format == "ctranslate2":
+            for name, value in saved_model_only.items():
+                if value is not None:
+                    raise ValueError(
+                        f"`--{name.replace('_', '-')}` applies to `--format saved_model` only. "
+                        f"Received: {name}={value!r}"
+                    )
             from keras_transformer.export import export_ctranslate2
 
             export_ctranslate2(
@@ -437,17 +475,19 @@ def _export(args):
                 f"Received: quantization={args.quantization!r}"
             )
         else:
-            export_saved_model(
+            written = export_saved_model(
                 args.translator,
                 args.output,
                 beam_size=args.beam_size,
                 alpha=args.alpha,
                 jit_compile=args.jit_compile,
+                overwrite=args.overwrite,
+                **saved_model_only,
             )
     except Exception as error:  # Reported, not a traceback.
         _error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
         return 1
-    print(f"{PROGRAM}: wrote {args.output}", file=sys.stderr)
+    print(f"{PROGRAM}: wrote {written}", file=sys.stderr)
     return 0
 
 

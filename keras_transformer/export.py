@@ -21,7 +21,10 @@ import sys
 import tempfile
 
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
+# TensorFlow Serving replays the PredictionLog records of this file when it loads a version.
+WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
 SIGNATURE_NAME = "serving_default"
+N_BEST_SIGNATURE_NAME = "translate_n_best"
 INPUT_NAME = "inputs"
 
 
@@ -31,7 +34,10 @@ def export_saved_model(
     beam_size=None,
     alpha=None,
     jit_compile=True,
-    overwrite=True,
+    overwrite=None,
+    version=None,
+    num_hypotheses=None,
+    warmup_batch_size=None,
 ):
     """Writes `translator` as a TensorFlow SavedModel serving strings.
 
@@ -43,12 +49,26 @@ def export_saved_model(
       with `beam_size=1`, the greedy log probability); `0.0` for an empty input.
     - `truncated`: `tf.bool` `[batch]`, the input was truncated to `max_source_length`.
 
+    The `translate_n_best` signature takes the same `inputs` and returns the `num_hypotheses`
+    best hypotheses of the same search, best first: `translations` `tf.string` and `scores`
+    `tf.float32` of shape `[batch, num_hypotheses]`, and `truncated` `[batch]`. Its first
+    column equals `serving_default`'s outputs. An empty input gives `""` and `0.0` in every
+    column; a hypothesis is the beam search's, so two columns can hold the same string when
+    their token ids differ only past the end token or in pieces that detokenize alike.
+
     The `Translator` rules hold: an input of more than `max_source_length - 2` word pieces
     keeps its first `max_source_length - 2`; an input without any token translates to `""`;
     invalid UTF-8 becomes U+FFFD. A request batch is padded to the bucket of its longest
     sentence and to a power-of-two number of rows (repeating a row), so XLA compiles a
     bounded set of shapes, each once, on first use. At most `padded_source_length +
     extra_length` tokens are generated.
+
+    For TensorFlow Serving, `version=N` writes the SavedModel to `path/N/` (the layout a model
+    server watches: `path` is the model's base path). Every export also writes
+    `assets.extra/tf_serving_warmup_requests`: one `PredictionLog` per compiled shape (each
+    source bucket × each power-of-two batch size up to `warmup_batch_size`) and one for
+    `translate_n_best` (see `make_warmup_requests`), which a model server replays when it loads the version, so that no user request pays an XLA compile.
+    Writing it needs the `tensorflow-serving-api` package (in the `tensorflow` extra).
 
     The SavedModel is written to a temporary directory next to `path` (named `.tmp-*`, like
     every temporary of the package, so `keras_transformer.training.train` clears what a
@@ -65,10 +85,17 @@ def export_saved_model(
         beam_size: int. Defaults to `None`: the translator's.
         alpha: float. Defaults to `None`: the translator's.
         jit_compile: bool. Compile the search with XLA. Defaults to `True`.
-        overwrite: bool. Replace an existing `path`. Defaults to `True`.
+        overwrite: bool. Replace an existing SavedModel directory. Defaults to `None`: `True`
+            without `version`; with `version`, `False` (an existing `path/N/` may be the
+            version a model server is serving).
+        version: int `>= 1`. Write to `path/<version>/`. Defaults to `None`: to `path`.
+        num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Columns of the
+            `translate_n_best` signature. Defaults to `None`: `beam_size`.
+        warmup_batch_size: int `>= 1`. The largest request batch the warm-up requests cover
+            (rounded up to a power of two). Defaults to `None`: the translator's `batch_size`.
 
     Returns:
-        `path`, as a str.
+        The SavedModel directory (`path`, or `path/<version>`), as a str.
 
     Example:
 
@@ -86,12 +113,33 @@ def export_saved_model(
     import keras
 
     path = os.fspath(path)
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`path` already exists and `overwrite=False`. Received: path={path!r}")
-    if beam_size is not None and (
-        isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1
+    for name, value in (
+        ("beam_size", beam_size),
+        ("version", version),
+        ("num_hypotheses", num_hypotheses),
+        ("warmup_batch_size", warmup_batch_size),
     ):
-        raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"`{name}` must be an int >= 1. Received: {name}={value!r}")
+    if num_hypotheses is not None and beam_size is not None and num_hypotheses > beam_size:
+        raise ValueError(
+            "`num_hypotheses` must be at most `beam_size`. "
+            f"Received: num_hypotheses={num_hypotheses}, beam_size={beam_size}"
+        )
+    if version is not None:
+        path = os.path.join(path, str(version))
+    if os.path.exists(path) and not (overwrite if overwrite is not None else version is None):
+        if version is None:
+            raise ValueError(
+                f"`path` already exists and `overwrite=False`. Received: path={path!r}"
+            )
+        raise ValueError(
+            f"Version {version} already exists in {os.path.dirname(path)!r}: export a new "
+            "`version` (a model server may be serving this one) or pass `overwrite=True`. "
+            f"Received: version={version}"
+        )
     if alpha is not None and (
         isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
     ):
@@ -99,27 +147,45 @@ def export_saved_model(
     if not isinstance(translator, (str, os.PathLike)):
         _check_translator(translator)
     if keras.backend.backend() != "tensorflow":
-        return _export_in_subprocess(translator, path, beam_size, alpha, jit_compile)
+        options = {
+            "beam_size": beam_size,
+            "alpha": alpha,
+            "num_hypotheses": num_hypotheses,
+            "warmup_batch_size": warmup_batch_size,
+        }
+        return _export_in_subprocess(translator, path, jit_compile, options)
     if isinstance(translator, (str, os.PathLike)):
         from keras_transformer.presets import load_saved_translator
 
         translator = load_saved_translator(translator)
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha
+    num_hypotheses = beam_size if num_hypotheses is None else num_hypotheses
+    if num_hypotheses > beam_size:
+        raise ValueError(
+            "`num_hypotheses` must be at most `beam_size`. "
+            f"Received: num_hypotheses={num_hypotheses}, beam_size={beam_size}"
+        )
+    warmup_batch_size = warmup_batch_size or translator.batch_size
+    warmup = make_warmup_requests(translator.preprocessor, warmup_batch_size)
 
     import tensorflow as tf
 
-    serve = make_serving_function(translator, beam_size, float(alpha), jit_compile)
+    input_signature = [tf.TensorSpec([None], tf.string, name=INPUT_NAME)]
     archive = keras.export.ExportArchive()
     archive.track(translator.model)
     for tokenizer in (translator.tokenizer, translator.target_tokenizer):
         if tokenizer is not None:
             archive.track(tokenizer)  # The resources of its ops (the SentencePiece model).
-    archive.add_endpoint(
-        name=SIGNATURE_NAME,
-        fn=serve,
-        input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_NAME)],
-    )
+    # One generator: both signatures call the same compiled search functions, so the warm-up
+    # requests (to `serving_default`) also compile what `translate_n_best` runs.
+    generator = translator.make_generator(jit_compile)
+    # `serving_default` first: the archive also makes its first endpoint the default.
+    for name, hypotheses in ((SIGNATURE_NAME, None), (N_BEST_SIGNATURE_NAME, num_hypotheses)):
+        serve = make_serving_function(
+            translator, beam_size, float(alpha), num_hypotheses=hypotheses, generator=generator
+        )
+        archive.add_endpoint(name=name, fn=serve, input_signature=input_signature)
     metadata = {
         "max_source_length": translator.max_source_length,
         "extra_length": translator.extra_length,
@@ -127,6 +193,8 @@ def export_saved_model(
         "alpha": float(alpha),
         "bucket_boundaries": list(translator.bucket_boundaries),
         "jit_compile": bool(jit_compile),
+        "num_hypotheses": num_hypotheses,
+        "warmup_batch_size": warmup_batch_size,
     }
 
     from keras_transformer.training.files import atomic_directory
@@ -136,10 +204,13 @@ def export_saved_model(
         os.makedirs(os.path.join(temporary, "assets.extra"), exist_ok=True)
         with open(os.path.join(temporary, METADATA_PATH), "w", encoding="utf-8") as file:
             json.dump(metadata, file, indent=2)
+        write_warmup_requests(os.path.join(temporary, WARMUP_PATH), warmup)
     return path
 
 
-def make_serving_function(translator, beam_size, alpha, jit_compile=True):
+def make_serving_function(
+    translator, beam_size, alpha, jit_compile=True, num_hypotheses=None, generator=None
+):
     """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
 
     Works eagerly and inside `tf.function`; only TensorFlow and tensorflow-text ops (the
@@ -150,6 +221,12 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
         beam_size: int. `1` runs greedy search.
         alpha: float. Length penalty.
         jit_compile: bool. Compile the search with XLA. Defaults to `True`.
+        num_hypotheses: int, at most `beam_size`. Return the best `num_hypotheses` of the
+            search, best first: `translations` and `scores` of shape `(batch,
+            num_hypotheses)`. Defaults to `None`: the best one, shape `(batch,)`.
+        generator: `keras_transformer.generation.Generator` running the search (functions
+            that share it share their compiled searches). Defaults to `None`: a new one
+            (`translator.make_generator(jit_compile)`).
 
     Returns:
         A Python function of one string tensor of shape `(batch,)`.
@@ -157,7 +234,9 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
     import tensorflow as tf
 
     preprocessor = translator.preprocessor
-    generator = translator.make_generator(jit_compile)
+    if generator is None:
+        generator = translator.make_generator(jit_compile)
+    columns = 1 if num_hypotheses is None else num_hypotheses
 
     def translate_rows(source):
         """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
@@ -168,9 +247,11 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
             def run():
                 encoder_inputs = preprocessor.pad_batch(source, bucket)
                 function = generator.function(bucket + translator.extra_length, beam_size, alpha)
-                sequences, scores = function(encoder_inputs)  # (batch, beam_size, ...), best first
-                sequences, scores = sequences[:, 0], scores[:, 0]
-                return preprocessor.generate_postprocess(sequences), scores
+                sequences, scores = function(encoder_inputs)  # (rows, beam_size, ...), best first
+                sequences, scores = sequences[:, :columns], scores[:, :columns]
+                rows, length = tf.shape(sequences)[0], tf.shape(sequences)[2]
+                texts = preprocessor.generate_postprocess(tf.reshape(sequences, [-1, length]))
+                return tf.reshape(texts, [rows, columns]), scores  # (rows, columns)
 
             return run
 
@@ -189,18 +270,103 @@ def make_serving_function(translator, beam_size, alpha, jit_compile=True):
         texts, scores = tf.cond(
             count > 0,
             lambda: translate_rows(tf.gather(features["encoder_inputs"], rows)),
-            lambda: (tf.zeros([0], tf.string), tf.zeros([0], tf.float32)),
+            lambda: (tf.zeros([0, columns], tf.string), tf.zeros([0, columns], tf.float32)),
         )
         # Row i of the batch is row `position[i]` of the non-empty rows.
         position = tf.maximum(tf.cumsum(tf.cast(nonempty, tf.int32)) - 1, 0)
         safe = tf.minimum(position, tf.maximum(count - 1, 0))
-        texts = tf.concat([texts, [""]], axis=0)  # One extra row: gather never fails.
-        scores = tf.concat([scores, [0.0]], axis=0)
-        texts = tf.where(nonempty, tf.gather(texts, safe), "")
-        scores = tf.where(nonempty, tf.gather(scores, safe), 0.0)
+        # One extra row: gather never fails.
+        texts = tf.concat([texts, tf.fill([1, columns], "")], axis=0)
+        scores = tf.concat([scores, tf.zeros([1, columns])], axis=0)
+        texts = tf.where(nonempty[:, None], tf.gather(texts, safe), "")  # (batch, columns)
+        scores = tf.where(nonempty[:, None], tf.gather(scores, safe), 0.0)
+        if num_hypotheses is None:
+            texts, scores = texts[:, 0], scores[:, 0]  # (batch,)
         return {"translations": texts, "scores": scores, "truncated": features["truncated"]}
 
     return serve
+
+
+def make_warmup_requests(preprocessor, max_batch_size):
+    """The warm-up requests: one per shape the export compiles, and one per other signature.
+
+    Each source bucket × each power-of-two batch size up to `max_batch_size` gets a
+    `serving_default` request. Then one `translate_n_best` request (1 row, shortest bucket):
+    it runs the searches `serving_default` compiles, but the first call of a signature in a
+    loaded SavedModel also pays a one-time setup of its graph, which this request absorbs. The
+    sentences repeat one vocabulary word that is a single word piece, so that each request's
+    longest row lands in its bucket (checked with the preprocessor itself).
+
+    Args:
+        preprocessor: `keras_transformer.text.TranslationPreprocessor`.
+        max_batch_size: int. The largest batch covered, rounded up to a power of two.
+
+    Returns:
+        A list of `(signature_name, sentences)`, `sentences` a list of `bytes`: for each bucket
+        (shortest first), batches of 1, 2, 4, ..., `padded_batch_size(max_batch_size)` copies
+        of one sentence in that bucket; then the `translate_n_best` request.
+    """
+    from keras_transformer.data.buckets import padded_batch_size
+
+    sentences = _bucket_sentences(preprocessor)
+    batch_sizes, size = [], 1
+    while size <= padded_batch_size(max_batch_size):
+        batch_sizes.append(size)
+        size *= 2
+    requests = [
+        (SIGNATURE_NAME, [sentences[bucket]] * rows)
+        for bucket in preprocessor.bucket_boundaries
+        for rows in batch_sizes
+    ]
+    return requests + [(N_BEST_SIGNATURE_NAME, [sentences[preprocessor.bucket_boundaries[0]]])]
+
+
+def write_warmup_requests(path, requests):
+    """Writes TensorFlow Serving warm-up records: one `PredictionLog` per request.
+
+    Args:
+        path: str. The file, `assets.extra/tf_serving_warmup_requests` of a SavedModel.
+        requests: list of `(signature_name, sentences)`, `sentences` a list of `bytes`.
+    """
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    with tf.io.TFRecordWriter(path) as writer:
+        for signature_name, strings in requests:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(signature_name=signature_name)
+            )
+            request.inputs[INPUT_NAME].CopyFrom(
+                tf.make_tensor_proto(strings, dtype=tf.string, shape=[len(strings)])
+            )
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(log.SerializeToString())
+
+
+def read_warmup_requests(path):
+    """The requests of a SavedModel's warm-up file, as `(signature_name, inputs)` pairs.
+
+    `inputs` maps each input name to a NumPy array. Replaying them (calling the signature of
+    each with its inputs) compiles every shape, as a model server does on load.
+
+    Args:
+        path: str or `os.PathLike`. A SavedModel directory written by `export_saved_model`.
+
+    Returns:
+        A list of `(str, dict)`.
+    """
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    for record in tf.data.TFRecordDataset(os.path.join(os.fspath(path), WARMUP_PATH)):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+        requests.append((request.model_spec.signature_name, inputs))
+    return requests
 
 
 def read_metadata(path):
@@ -222,7 +388,30 @@ def _check_translator(translator):
         )
 
 
-def _export_in_subprocess(translator, path, beam_size, alpha, jit_compile):
+def _bucket_sentences(preprocessor):
+    """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
+    tokenizer = preprocessor.tokenizer
+    special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
+    words = [
+        token
+        for index, token in enumerate(tokenizer.get_vocabulary())
+        if index not in special and token.isalpha()
+    ]
+    boundaries = preprocessor.bucket_boundaries
+    for word in words[:200]:
+        # `[START] word × (bucket - 2) [END]` fills a bucket when the word is one piece.
+        sentences = [" ".join([word] * (bucket - 2)) for bucket in boundaries]
+        encoded, _ = preprocessor.encode_source(sentences)
+        lengths = encoded.row_lengths().numpy().tolist()
+        if lengths == list(boundaries):
+            return dict(zip(boundaries, [sentence.encode("utf-8") for sentence in sentences]))
+    raise ValueError(
+        "Cannot write the warm-up requests: no word of the source vocabulary is a single word "
+        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
+    )
+
+
+def _export_in_subprocess(translator, path, jit_compile, options):
     """Runs `keras-transformer export` under `KERAS_BACKEND=tensorflow`."""
     from keras_transformer.training.files import TEMPORARY_PREFIX
 
@@ -236,11 +425,12 @@ def _export_in_subprocess(translator, path, beam_size, alpha, jit_compile):
         else:
             keras_path = os.path.join(directory, "translator.keras")
             translator.save(keras_path)
+        # `path` is already the version directory: the child writes it without `--version`
+        # (and may replace it: the parent checked `overwrite`).
         command = [sys.executable, "-m", "keras_transformer.cli", "export", keras_path, path]
-        if beam_size is not None:
-            command += ["--beam-size", str(beam_size)]
-        if alpha is not None:
-            command += ["--alpha", str(alpha)]
+        for name, value in options.items():
+            if value is not None:
+                command += ["--" + name.replace("_", "-"), str(value)]
         if not jit_compile:
             command.append("--no-jit-compile")
         environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
