@@ -108,8 +108,8 @@ def test_cached_steps_follow_the_dtype_policy_and_mask_padded_sources(policy):
         real = TARGET[:, index] != 0  # the uncached decoder also masks target padding
         np.testing.assert_allclose(to_numpy(logits)[real], full[real, index], atol=0.05)
     generator = Generator(model, start_id=1, end_id=2, extra_length=6)
-    cached, _ = generator(SOURCE, search="greedy")
-    uncached, _ = generator(SOURCE, search="uncached_greedy")
+    cached, _ = generator(SOURCE, beam_size=1)
+    uncached, _ = generator.uncached_greedy(SOURCE)
     np.testing.assert_array_equal(cached, uncached)
 
 
