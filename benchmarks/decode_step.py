@@ -41,8 +41,8 @@ from keras_transformer.generation import Generator
 # The tiny preset (d_model 64, 2+2 layers, 4 heads, ff 256) with the vocabulary of the number
 # words demo (`make demo`, about 1,000 word pieces) and with a larger one.
 MODELS = {
-    "demo": dict(preset="tiny", vocab_size=1000),
-    "tiny": dict(preset="tiny", vocab_size=8000),
+    "demo": dict(preset="tiny", vocabulary_size=1000),
+    "tiny": dict(preset="tiny", vocabulary_size=8000),
 }
 END_ID = 1
 SEARCHES = ("cached", "uncached")
@@ -51,19 +51,19 @@ SEARCHES = ("cached", "uncached")
 def build(model_name):
     keras.utils.set_random_seed(0)
     spec = MODELS[model_name]
-    model = Transformer.from_preset(spec["preset"], vocab_size=spec["vocab_size"], dropout=0.0)
+    model = Transformer.from_preset(spec["preset"], vocabulary_size=spec["vocabulary_size"], dropout=0.0)
     embeddings = model.target_embedding.embeddings
     table = keras.ops.convert_to_numpy(embeddings)
     table[END_ID] = 0.0  # logit 0 for the end token: never the largest
     embeddings.assign(table)
-    return model, spec["vocab_size"]
+    return model, spec["vocabulary_size"]
 
 
 def run_model(model_name, args):
-    model, vocab_size = build(model_name)
+    model, vocabulary_size = build(model_name)
     generator = Generator(model, start_id=2, end_id=END_ID, extra_length=args.new_tokens)
     rng = np.random.default_rng(0)
-    inputs = rng.integers(4, vocab_size, size=(args.batch_size, args.source_length))
+    inputs = rng.integers(4, vocabulary_size, size=(args.batch_size, args.source_length))
     inputs = inputs.astype("int32")
     options = dict(max_new_tokens=args.new_tokens)
     searches = {

@@ -41,9 +41,9 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SEARCHES = (("greedy (cached)", 1), ("greedy (uncached)", None))
 
 
-def benchmark(model_name, batch_size, source_length, new_tokens, vocab_size, repeats, beam_size):
+def benchmark(model_name, batch_size, source_length, new_tokens, vocabulary_size, repeats, beam_size):
     keras.utils.set_random_seed(0)
-    model = Transformer(vocab_size=vocab_size, dropout=0.0, **MODELS[model_name])
+    model = Transformer(vocabulary_size=vocabulary_size, dropout=0.0, **MODELS[model_name])
     # The end token's output row is zeroed (logit 0, never the largest of thousands of random
     # logits): every search runs all `new_tokens` steps.
     embeddings = model.target_embedding.embeddings
@@ -52,7 +52,7 @@ def benchmark(model_name, batch_size, source_length, new_tokens, vocab_size, rep
     embeddings.assign(table)
     generator = Generator(model, start_id=2, end_id=1, extra_length=new_tokens)
     rng = np.random.default_rng(0)
-    inputs = rng.integers(4, vocab_size, size=(batch_size, source_length)).astype("int32")
+    inputs = rng.integers(4, vocabulary_size, size=(batch_size, source_length)).astype("int32")
     searches = SEARCHES + ((f"beam {beam_size}", beam_size),)
     rows = []
     for label, beams in searches:
@@ -118,7 +118,7 @@ def main():
         f"load average {os.getloadavg()[0]:.1f} at the start.",
         "",
         f"batch {args.batch_size}, source length {args.source_length}, {args.new_tokens} new "
-        f"tokens, vocabulary {args.vocab_size}; tokens/s = batch x new tokens / median time of "
+        f"tokens, vocabulary {args.vocabulary_size}; tokens/s = batch x new tokens / median time of "
         f"{args.repeats} calls (compile time excluded); x uncached = cached tokens/s / uncached.",
         "",
         "| backend | model | search | compile (s) | time (s) | tokens/s | x uncached |",
@@ -131,7 +131,7 @@ def main():
             args.batch_size,
             args.source_length,
             args.new_tokens,
-            args.vocab_size,
+            args.vocabulary_size,
             args.repeats,
             args.beam_size,
         )

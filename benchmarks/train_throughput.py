@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 CONFIG = dict(
-    vocab_size=8000,
+    vocabulary_size=8000,
     d_model=256,
     ff_dim=1024,
     num_heads=4,
@@ -79,7 +79,7 @@ def training_flops(config):
     output projection 2·B·T·d·V. Training ≈ 3 × forward.
     """
     b, s, t = config["batch_size"], config["source_length"], config["target_length"]
-    d, f, v, n = config["d_model"], config["ff_dim"], config["vocab_size"], config["num_layers"]
+    d, f, v, n = config["d_model"], config["ff_dim"], config["vocabulary_size"], config["num_layers"]
     encoder = 8 * b * s * d * d + 4 * b * s * s * d + 4 * b * s * d * f
     decoder = (
         8 * b * t * d * d + 4 * b * t * t * d
@@ -114,7 +114,7 @@ def make_data(config, num_batches, seed=0):
     n = num_batches * config["batch_size"]
 
     def sequences(length):
-        ids = rng.integers(3, config["vocab_size"], size=(n, length)).astype("int32")
+        ids = rng.integers(3, config["vocabulary_size"], size=(n, length)).astype("int32")
         lengths = rng.integers(length // 4, length + 1, size=n)
         ids[np.arange(length)[None, :] >= lengths[:, None]] = 0
         return ids
@@ -133,7 +133,7 @@ def keras_hub_model(config):
 
     def embedding(name):
         return keras_hub.layers.TokenAndPositionEmbedding(
-            config["vocab_size"], max(config["source_length"], config["target_length"]),
+            config["vocabulary_size"], max(config["source_length"], config["target_length"]),
             config["d_model"], mask_zero=True, name=name,
         )
 
@@ -154,7 +154,7 @@ def keras_hub_model(config):
         y = keras_hub.layers.TransformerDecoder(**block_args, name=f"decoder_{i}")(
             y, x, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask
         )
-    logits = keras.layers.Dense(config["vocab_size"], name="logits")(y)
+    logits = keras.layers.Dense(config["vocabulary_size"], name="logits")(y)
     return keras.Model({"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs}, logits)
 
 
@@ -244,7 +244,7 @@ def train_torch_nn(config, inputs, labels, steps, lockstep):
     import torch
     from torch import nn
 
-    d_model, vocab = config["d_model"], config["vocab_size"]
+    d_model, vocab = config["d_model"], config["vocabulary_size"]
 
     class Seq2Seq(nn.Module):
         def __init__(self):
@@ -316,7 +316,7 @@ def train_keras(config, contender, jit_compile, inputs, labels, lockstep):
     keras.utils.set_random_seed(0)
     if contender in ("ours", "baseline"):
         model = kt.Transformer(
-            vocab_size=config["vocab_size"], num_layers=config["num_layers"],
+            vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],
             d_model=config["d_model"], num_heads=config["num_heads"], ff_dim=config["ff_dim"],
             dropout=config["dropout"],
         )

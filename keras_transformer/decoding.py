@@ -11,7 +11,7 @@ next_logits(tokens, cache, index) -> (logits, new_cache)
   (for example the self-attention keys and values of every decoder block and the encoder
   output with its padding mask).
 - `index`: int32 scalar tensor, the position of `tokens`.
-- `logits`: float `(batch, vocab_size)`, the scores of the token at position `index + 1`.
+- `logits`: float `(batch, vocabulary_size)`, the scores of the token at position `index + 1`.
 - `new_cache`: the same structure, shapes and dtypes as `cache`.
 
 Both searches are written with `keras.ops.while_loop` over static shapes only, so they run
@@ -303,17 +303,17 @@ def beam_search(
     def body(state):
         index = state.index
         logits, cache = next_logits(ops.reshape(state.alive_tokens, (-1, 1)), state.cache, index)
-        vocab_size = ops.shape(logits)[-1]
+        vocabulary_size = ops.shape(logits)[-1]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = ops.reshape(log_probs, (-1, beam_size, vocab_size))  # (batch, beam, vocab)
+        log_probs = ops.reshape(log_probs, (-1, beam_size, vocabulary_size))  # (batch, beam, vocab)
 
         # The 2 * beam_size best one-token extensions of the alive hypotheses.
         candidate_log_probs = state.alive_log_probs[:, :, None] + log_probs
-        candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * vocab_size))
+        candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * vocabulary_size))
         candidate_log_probs, flat_indices = ops.top_k(candidate_log_probs, num_candidates)
         flat_indices = ops.cast(flat_indices, "int32")  # (batch, 2 * beam)
-        candidate_beams = flat_indices // vocab_size
-        candidate_tokens = flat_indices % vocab_size
+        candidate_beams = flat_indices // vocabulary_size
+        candidate_tokens = flat_indices % vocabulary_size
         candidate_sequences = _gather_beams(state.alive_sequences, candidate_beams)
         candidate_sequences = ops.where(
             positions == index, candidate_tokens[:, :, None], candidate_sequences

@@ -204,7 +204,7 @@ class Generator:
 
     Call arguments:
         encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding, ids
-            below `model.vocab_size` (checked before compiling: a `ValueError` names the first
+            below `model.vocabulary_size` (checked before compiling: a `ValueError` names the first
             bad id). Pad lengths and batch sizes to a few values (`bucket_length`,
             `padded_batch_size`) to bound the number of compiled shapes.
         beam_size: int. Beams; `1` runs greedy search. Defaults to `4`.
@@ -220,7 +220,7 @@ class Generator:
 
     >>> import numpy as np
     >>> from keras_transformer import Transformer
-    >>> model = Transformer.from_preset("tiny", vocab_size=20)
+    >>> model = Transformer.from_preset("tiny", vocabulary_size=20)
     >>> generator = Generator(model, start_id=1, end_id=2, extra_length=4)
     >>> sequences, scores = generator(np.array([[5, 6, 7, 0]], "int32"), beam_size=1)
     >>> sequences.shape
@@ -233,7 +233,7 @@ class Generator:
     def __init__(self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True):
         _check_positive_int("extra_length", extra_length)
         for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
-            check_token_ids(value, model.target_vocab_size, name)
+            check_token_ids(value, model.target_vocabulary_size, name)
         self.model = model
         self.start_id = int(start_id)
         self.end_id = int(end_id)
@@ -277,7 +277,7 @@ class Generator:
         else:
             function = self.function(max_new_tokens, beam_size, alpha)
         # Here, eagerly: inside the compiled search the values cannot be checked.
-        check_token_ids(encoder_inputs, self.model.vocab_size, "encoder_inputs")
+        check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
         sequences, scores = function(encoder_inputs)
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 

@@ -44,8 +44,8 @@ def validate_block_args(
 
 
 def validate_transformer_args(
-    vocab_size=None,
-    target_vocab_size=None,
+    vocabulary_size=None,
+    target_vocabulary_size=None,
     num_layers=None,
     num_decoder_layers=None,
     d_model=None,
@@ -65,7 +65,7 @@ def validate_transformer_args(
     which needs the framework; here it must be a non-empty string or a callable.
 
     Args:
-        vocab_size, ..., layer_norm_epsilon: the `Transformer` arguments of that name.
+        vocabulary_size, ..., layer_norm_epsilon: the `Transformer` arguments of that name.
         prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
             to `""`.
 
@@ -81,8 +81,8 @@ def validate_transformer_args(
     ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=64, num_heads=3
     """
     for name, value in (
-        ("vocab_size", vocab_size),
-        ("target_vocab_size", target_vocab_size),
+        ("vocabulary_size", vocabulary_size),
+        ("target_vocabulary_size", target_vocabulary_size),
         ("num_layers", num_layers),
         ("num_decoder_layers", num_decoder_layers),
     ):
@@ -106,13 +106,13 @@ def validate_transformer_args(
             _fail(prefix + name, value, "true or false")
     if (
         share_embeddings
-        and vocab_size is not None
-        and target_vocab_size is not None
-        and target_vocab_size != vocab_size
+        and vocabulary_size is not None
+        and target_vocabulary_size is not None
+        and target_vocabulary_size != vocabulary_size
     ):
         raise ValueError(
             f"`{prefix}share_embeddings=True` needs one shared vocabulary. Received: "
-            f"{prefix}vocab_size={vocab_size}, {prefix}target_vocab_size={target_vocab_size}"
+            f"{prefix}vocabulary_size={vocabulary_size}, {prefix}target_vocabulary_size={target_vocabulary_size}"
         )
 
 

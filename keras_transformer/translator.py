@@ -179,7 +179,7 @@ class Translator(keras.Model):
     >>> from keras_transformer import Transformer
     >>> from keras_transformer.text import train_tokenizer
     >>> tokenizer = train_tokenizer(["¿Dónde está?", "Where is it?"], vocabulary_size=64)
-    >>> model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size())
+    >>> model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size())
     >>> translator = Translator(model, tokenizer, extra_length=5)
     >>> outputs = translator(["¿Dónde está?", ""])  # untrained: some words, then ""
     >>> len(outputs), outputs[1]
@@ -423,14 +423,14 @@ def _deserialize_part(key, config, expected):
 
 def _expect_vocabulary_sizes(model, tokenizer, target_tokenizer):
     """Makes each tokenizer refuse a vocabulary of another size than the model's embedding."""
-    pairs = [(tokenizer, "vocab_size", model.vocab_size)]
+    pairs = [(tokenizer, "vocabulary_size", model.vocabulary_size)]
     if target_tokenizer is not None:
-        pairs.append((target_tokenizer, "target_vocab_size", model.target_vocab_size))
-    elif model.target_vocab_size != model.vocab_size:
+        pairs.append((target_tokenizer, "target_vocabulary_size", model.target_vocabulary_size))
+    elif model.target_vocabulary_size != model.vocabulary_size:
         raise ValueError(
             "A Translator without `target_tokenizer` shares one vocabulary, so the model "
-            "needs `vocab_size == target_vocab_size`. Received: "
-            f"vocab_size={model.vocab_size}, target_vocab_size={model.target_vocab_size}"
+            "needs `vocabulary_size == target_vocabulary_size`. Received: "
+            f"vocabulary_size={model.vocabulary_size}, target_vocabulary_size={model.target_vocabulary_size}"
         )
     for layer, argument, size in pairs:
         if layer is not None:
@@ -452,7 +452,7 @@ def _check_decoding_memory(model, config):
     # Per row: self-attention and cross-attention keys and values of every decoder layer,
     # the generated ids and one step's logits, all 4 bytes wide.
     per_row = 4 * model.num_decoder_layers * model.d_model * length + length
-    per_row += model.target_vocab_size
+    per_row += model.target_vocabulary_size
     needed = 4 * rows * per_row
     available = _physical_memory_bytes()
     if needed > available:

@@ -42,7 +42,7 @@ def train_number_translator(num_train=2000, epochs=4, **translator_kwargs):
     data = make_dataset(
         splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
     )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), dropout=0.0)
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
     )

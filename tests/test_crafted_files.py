@@ -31,7 +31,7 @@ def saved(tmp_path_factory):
     """`(path, config, vocabulary)` of a saved tiny Translator."""
     tokenizer = train_tokenizer(CORPUS, vocabulary_size=80)
     model = Transformer(
-        vocab_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
     )
     path = tmp_path_factory.mktemp("translator") / "translator.keras"
     Translator(model, tokenizer, max_source_length=8, extra_length=4).save(path)
@@ -149,7 +149,7 @@ def test_token_list_in_config_must_fit_the_embedding(saved, tmp_path):
         tokenizer_config(config)["vocabulary"] = saved[2][:-1]
 
     message = load_error(rewrite(saved, tmp_path, edit))
-    assert f"has {len(saved[2]) - 1} tokens" in message and f"vocab_size={len(saved[2])}" in message
+    assert f"has {len(saved[2]) - 1} tokens" in message and f"vocabulary_size={len(saved[2])}" in message
 
 
 # --------------------------------------------------------------------------- oversized shapes
@@ -167,18 +167,18 @@ def test_token_list_in_config_must_fit_the_embedding(saved, tmp_path):
             ff_dim=12,
             norm_first=True,
             share_embeddings=False,
-            target_vocab_size=30,
+            target_vocabulary_size=30,
         ),
     ],
 )
 def test_weight_memory_bound_is_exact_at_the_limit(monkeypatch, sizes):
-    model = Transformer(vocab_size=20, **sizes)
+    model = Transformer(vocabulary_size=20, **sizes)
     needed = 4 * model.count_params()  # float32 weights
     monkeypatch.setattr(transformer_module, "_physical_memory_bytes", lambda: needed)
-    Transformer(vocab_size=20, **sizes)
+    Transformer(vocabulary_size=20, **sizes)
     monkeypatch.setattr(transformer_module, "_physical_memory_bytes", lambda: needed - 1)
     with pytest.raises(ValueError, match=f"{model.count_params()} weights \\({needed} bytes"):
-        Transformer(vocab_size=20, **sizes)
+        Transformer(vocabulary_size=20, **sizes)
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def no_weights(monkeypatch):
 @pytest.mark.parametrize(
     "sizes, match",
     [
-        ({"vocab_size": 10**12, "target_vocab_size": 10**12}, "vocab_size=1000000000000"),
+        ({"vocabulary_size": 10**12, "target_vocabulary_size": 10**12}, "vocabulary_size=1000000000000"),
         ({"d_model": 2**30}, "d_model=1073741824"),
         ({"ff_dim": 10**15}, "ff_dim=1000000000000000"),
         ({"num_layers": 10**9, "num_decoder_layers": 10**9}, "num_layers=1000000000"),
@@ -239,7 +239,7 @@ def test_asset_with_a_different_size_than_the_embedding_is_refused(saved, tmp_pa
     vocabulary = saved[2]
     for tokens in (vocabulary[:-1], vocabulary + ["zzz"]):
         message = load_error(rewrite(saved, tmp_path, asset=vocabulary_bytes(tokens)), loader)
-        assert "vocabulary.txt" in message and f"vocab_size={len(vocabulary)}" in message
+        assert "vocabulary.txt" in message and f"vocabulary_size={len(vocabulary)}" in message
         assert str(len(tokens)) in message
 
 

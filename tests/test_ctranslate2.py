@@ -45,7 +45,7 @@ def trained(tmp_path_factory):
     data = make_dataset(
         splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
     )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), dropout=0.0)
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
     )
@@ -184,7 +184,7 @@ def test_pre_ln_model_with_separate_embeddings_maps_exactly(tmp_path):
     tokenizer = train_tokenizer(sentences, vocabulary_size=100)
     model = Transformer.from_preset(
         "tiny",
-        vocab_size=tokenizer.vocabulary_size(),
+        vocabulary_size=tokenizer.vocabulary_size(),
         num_layers=1,
         norm_first=True,
         share_embeddings=False,

@@ -134,13 +134,13 @@ class RandomRecurrentStub:
     per-example `memory` stands in for an encoder output.
     """
 
-    def __init__(self, seed, vocab_size=11, hidden_dim=8, end_bias=1.0):
+    def __init__(self, seed, vocabulary_size=11, hidden_dim=8, end_bias=1.0):
         rng = np.random.default_rng(seed)
-        self.vocab_size = vocab_size
-        self.embedding = rng.normal(size=(vocab_size, hidden_dim)).astype("float32")
+        self.vocabulary_size = vocabulary_size
+        self.embedding = rng.normal(size=(vocabulary_size, hidden_dim)).astype("float32")
         self.recurrent = (0.6 * rng.normal(size=(hidden_dim, hidden_dim))).astype("float32")
-        self.projection = (1.5 * rng.normal(size=(hidden_dim, vocab_size))).astype("float32")
-        self.bias = np.zeros(vocab_size, "float32")
+        self.projection = (1.5 * rng.normal(size=(hidden_dim, vocabulary_size))).astype("float32")
+        self.bias = np.zeros(vocabulary_size, "float32")
         self.bias[END] = end_bias
         self.hidden_dim = hidden_dim
 
@@ -506,7 +506,7 @@ def reference_beam_search(stub, memory_row, start, max_new_tokens, beam_size, al
             previous = tokens[-1] if tokens else start
             state = np.tanh(state @ stub.recurrent + stub.embedding[previous] + memory_row)
             log_probs = log_softmax(state @ stub.projection + stub.bias)
-            for token in range(stub.vocab_size):
+            for token in range(stub.vocabulary_size):
                 candidates.append((total + log_probs[token], tokens + [token], state))
         candidates = sorted(candidates, key=lambda candidate: -candidate[0])[: 2 * beam_size]
         for total, tokens, _ in candidates[:beam_size]:

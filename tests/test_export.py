@@ -250,7 +250,7 @@ def small_translator(directory):
     from keras_transformer.text import train_tokenizer
 
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
     translator = Translator(
         model, tokenizer, max_source_length=8, extra_length=4, jit_compile=False
     )
@@ -299,7 +299,7 @@ def test_export_bad_arguments_are_named(tmp_path, kwargs, message):
 
 
 def test_export_rejects_what_is_not_a_translator(tmp_path):
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     with pytest.raises(ValueError, match="translator="):
         export_saved_model(model, tmp_path / "out")
 
@@ -308,7 +308,7 @@ def test_export_rejects_what_is_not_a_translator(tmp_path):
 def test_model_export_of_the_token_model(tmp_path):
     import tensorflow as tf
 
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     inputs = {
         "encoder_inputs": np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32"),
         "decoder_inputs": np.array([[1, 5, 6], [1, 8, 0]], "int32"),

@@ -37,9 +37,9 @@ COPY_VOCAB_SIZE = 14
 def train_copy_model(path=None):
     """Trains the tiny copy-task model (about 20 s on JAX); saves it to `path` if given."""
     keras.utils.set_random_seed(0)
-    splits = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8)
+    splits = copy_task(num_train=4000, vocabulary_size=COPY_VOCAB_SIZE, max_length=8)
     inputs, targets = to_model_inputs(splits.train)
-    model = Transformer.from_preset("tiny", vocab_size=COPY_VOCAB_SIZE, dropout=0.0)
+    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, dropout=0.0)
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.0)
     )
@@ -75,7 +75,7 @@ def copy_generator(copy_model):
 
 @pytest.fixture(scope="module")
 def copy_test_inputs():
-    pairs = copy_task(num_train=4000, vocab_size=COPY_VOCAB_SIZE, max_length=8).test[:64]
+    pairs = copy_task(num_train=4000, vocabulary_size=COPY_VOCAB_SIZE, max_length=8).test[:64]
     sources = [list(source) for source, _ in pairs]
     return to_model_inputs(pairs)[0]["encoder_inputs"], sources
 
@@ -149,7 +149,7 @@ def test_beam_search_copies_the_input(copy_generator, copy_test_inputs):
 
 @pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
 def test_a_second_call_with_the_same_shapes_does_not_retrace():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     generator = Generator(model, start_id=1, end_id=2, extra_length=3)
     first = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
     second = np.array([[9, 8, 7, 6], [5, 0, 0, 0]], "int32")
@@ -182,7 +182,7 @@ def test_one_trace_per_bucket_gives_no_retracing_warning():
     logger = logging.getLogger("tensorflow")
     logger.addHandler(records)
     try:
-        model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1, d_model=16)
+        model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1, d_model=16)
         generator = Generator(model, start_id=1, end_id=2, extra_length=1)
         for length in range(1, 8):
             generator(np.full((1, length), 5, "int32"), beam_size=1)
@@ -195,8 +195,8 @@ def test_one_trace_per_bucket_gives_no_retracing_warning():
 @pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
 def test_weights_are_inputs_of_the_compiled_function_not_constants():
     keras.utils.set_random_seed(1)
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    other = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
+    other = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     generator = Generator(model, start_id=1, end_id=2, extra_length=3)
     inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
     before, _ = generator(inputs, beam_size=1)
@@ -210,7 +210,7 @@ def test_weights_are_inputs_of_the_compiled_function_not_constants():
 
 
 def test_uncompiled_generation_equals_compiled():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
     compiled = Generator(model, start_id=1, end_id=2, extra_length=3)
     eager = Generator(model, start_id=1, end_id=2, extra_length=3, jit_compile=False)
@@ -229,7 +229,7 @@ def test_buckets_and_padded_batch_sizes():
 
 
 def test_generator_bad_arguments_are_named():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     with pytest.raises(ValueError, match="extra_length=0"):
         Generator(model, start_id=1, end_id=2, extra_length=0)
     generator = Generator(model, start_id=1, end_id=2)
@@ -242,14 +242,14 @@ def test_generator_bad_arguments_are_named():
 
 
 def test_generator_rejects_out_of_range_ids_before_compiling():
-    model = Transformer.from_preset("tiny", vocab_size=20, num_layers=1)
-    with pytest.raises(ValueError, match="start_id=20, vocab_size=20"):
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
+    with pytest.raises(ValueError, match="start_id=20, vocabulary_size=20"):
         Generator(model, start_id=20, end_id=2)
-    with pytest.raises(ValueError, match="end_id=-1, vocab_size=20"):
+    with pytest.raises(ValueError, match="end_id=-1, vocabulary_size=20"):
         Generator(model, start_id=1, end_id=-1)
     generator = Generator(model, start_id=1, end_id=2)
     # The compiled search would not check: JAX would decode from NaN embeddings.
-    with pytest.raises(ValueError, match=r"encoder_inputs\[1, 0\]=20, vocab_size=20"):
+    with pytest.raises(ValueError, match=r"encoder_inputs\[1, 0\]=20, vocabulary_size=20"):
         generator(np.array([[5, 6], [20, 0]], "int32"), beam_size=1)
     with pytest.raises(ValueError, match="encoder_inputs.dtype=float"):
         generator(np.array([[5.0, 6.0]]), beam_size=1)

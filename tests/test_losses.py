@@ -117,7 +117,7 @@ def test_loss_is_not_multiplied_by_replicas_under_mirrored_strategy(tmp_path):
              "decoder_inputs": rng.integers(3, 12, (8, 6)).astype("int32")}
         y = rng.integers(3, 12, (8, 6)).astype("int32")
         def build():
-            model = kt.Transformer.from_preset("tiny", vocab_size=12, dropout=0.0)
+            model = kt.Transformer.from_preset("tiny", vocabulary_size=12, dropout=0.0)
             model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossentropy())
             return model
         single = build()

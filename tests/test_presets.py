@@ -108,7 +108,7 @@ def test_translator_round_trip_gives_the_same_translations_and_logits(translator
     # keras-hub's config.json: the Keras serialized model.
     config = json.loads(open(os.path.join(preset, "config.json")).read())
     assert config["registered_name"] == "keras_transformer>Transformer"
-    assert config["config"]["vocab_size"] == translator.tokenizer.vocabulary_size()
+    assert config["config"]["vocabulary_size"] == translator.tokenizer.vocabulary_size()
     vocabulary = open(os.path.join(preset, "assets/tokenizer/vocabulary.txt")).read().split("\n")
     assert vocabulary[:-1] == translator.tokenizer.get_vocabulary()
 
@@ -123,8 +123,8 @@ def test_translator_round_trip_gives_the_same_translations_and_logits(translator
 def test_transformer_preset_and_the_model_of_a_translator_preset(translator, preset, tmp_path):
     # A Transformer of its own: separate source and target vocabularies.
     model = Transformer(
-        vocab_size=70,
-        target_vocab_size=90,
+        vocabulary_size=70,
+        target_vocabulary_size=90,
         num_layers=1,
         d_model=16,
         num_heads=2,
@@ -135,7 +135,7 @@ def test_transformer_preset_and_the_model_of_a_translator_preset(translator, pre
     assert files(directory) == ["config.json", "metadata.json", "model.weights.h5"]
     batch = {key: np.minimum(value, 69) for key, value in BATCH.items()}
     loaded = Transformer.from_preset(directory)
-    assert (loaded.vocab_size, loaded.target_vocab_size, loaded.d_model) == (70, 90, 16)
+    assert (loaded.vocabulary_size, loaded.target_vocabulary_size, loaded.d_model) == (70, 90, 16)
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(loaded(batch)), keras.ops.convert_to_numpy(model(batch))
     )
@@ -149,17 +149,17 @@ def test_transformer_preset_and_the_model_of_a_translator_preset(translator, pre
     assert fresh.count_params() == backbone.count_params()
     assert not np.allclose(fresh.get_weights()[0], backbone.get_weights()[0])
     # The architecture names keep working, and ask for the vocabulary size.
-    assert Transformer.from_preset("tiny", vocab_size=30).d_model == 64
-    with pytest.raises(ValueError, match="`vocab_size` is needed to build 'tiny'"):
+    assert Transformer.from_preset("tiny", vocabulary_size=30).d_model == 64
+    with pytest.raises(ValueError, match="`vocabulary_size` is needed to build 'tiny'"):
         Transformer.from_preset("tiny")
     with pytest.raises(ValueError, match="or a preset directory. Received: preset='huge'"):
-        Transformer.from_preset("huge", vocab_size=30)
+        Transformer.from_preset("huge", vocabulary_size=30)
 
 
 def test_a_compiled_model_is_saved_without_its_optimizer(tmp_path):
     from keras_transformer import LabelSmoothedCrossentropy, transformer_adam
 
-    model = Transformer(vocab_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    model = Transformer(vocabulary_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
     model.compile(optimizer=transformer_adam(8, warmup_steps=2), loss=LabelSmoothedCrossentropy())
     tokens = np.array([[2, 5, 6, 3], [2, 7, 3, 0]], "int32")
     model.fit({"encoder_inputs": tokens, "decoder_inputs": tokens}, tokens, verbose=0)
@@ -230,7 +230,7 @@ def test_architecture_mismatch_names_both_sides(preset, tmp_path):
         ) in message
         assert (
             "- architecture mismatch between config.json and model.weights.h5: expected 43 "
-            "arrays, 88576 weights (vocab_size=205, target_vocab_size=205, num_layers=1, "
+            "arrays, 88576 weights (vocabulary_size=205, target_vocabulary_size=205, num_layers=1, "
             "d_model=64, num_heads=4, ff_dim=96); found 43 arrays, 129856 weights; shapes "
             "expected but not found: [(64, 96), (64, 96), (96,), (96,)], found but not "
             "expected: [(64, 256), (64, 256), (256,), (256,)]\n"
@@ -246,7 +246,7 @@ def test_vocabulary_mismatch_names_both_sizes(preset, tmp_path):
     assert (
         "(1 problem):\n- assets/tokenizer: The `vocabulary.txt` asset of the tokenizer" in message
     )
-    assert "it has 204 tokens. Received: vocabulary_size=204, vocab_size=205" in message
+    assert "it has 204 tokens. Received: vocabulary_size=204, vocabulary_size=205" in message
 
 
 def test_configurations_are_checked_and_no_path_in_them_is_opened(preset, tmp_path, monkeypatch):
@@ -287,7 +287,7 @@ def test_configurations_are_checked_and_no_path_in_them_is_opened(preset, tmp_pa
 
 
 def test_a_transformer_preset_is_not_a_translator(tmp_path):
-    model = Transformer(vocab_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    model = Transformer(vocabulary_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
     message = load_error(model.save_to_preset(tmp_path / "model"))
     assert "(4 problems)" in message
     assert "expected a Translator preset, found a Transformer-only preset" in message

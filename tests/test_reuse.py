@@ -23,7 +23,7 @@ def classification_data(num=256, length=8, vocab=12, seed=0):
 
 def functional_classifier():
     ids = keras.Input((None,), dtype="int32")
-    x = PositionalEmbedding(vocab_size=12, d_model=32, dropout=0.0)(ids)
+    x = PositionalEmbedding(vocabulary_size=12, d_model=32, dropout=0.0)(ids)
     x = EncoderBlock(num_heads=4, ff_dim=64, dropout=0.0)(x)  # implicit padding mask
     x = keras.layers.GlobalAveragePooling1D()(x)
     return keras.Model(ids, keras.layers.Dense(1, activation="sigmoid")(x))
@@ -33,7 +33,7 @@ def sequential_classifier():
     return keras.Sequential(
         [
             keras.Input((None,), dtype="int32"),
-            PositionalEmbedding(vocab_size=12, d_model=32, dropout=0.0),
+            PositionalEmbedding(vocabulary_size=12, d_model=32, dropout=0.0),
             EncoderBlock(num_heads=4, ff_dim=64, dropout=0.0),
             keras.layers.GlobalAveragePooling1D(),
             keras.layers.Dense(1, activation="sigmoid"),

@@ -43,7 +43,7 @@ def make_translator(tokenizer, **kwargs):
     JAX, whose eager mode compiles every operation for every new shape."""
     keras.utils.set_random_seed(3)
     model = Transformer.from_preset(
-        "tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1, dropout=0.0
+        "tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, dropout=0.0
     )
     kwargs = {"extra_length": 6, "jit_compile": BACKEND == "jax", **kwargs}
     return Translator(model, tokenizer, **kwargs)
@@ -137,7 +137,7 @@ def test_translator_bad_arguments_are_named(tokenizer, kwargs, message):
 def test_translator_needs_a_model_and_a_tokenizer(tokenizer):
     with pytest.raises(ValueError, match="model="):
         Translator(object(), tokenizer)
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size())
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size())
     with pytest.raises(ValueError, match="tokenizer="):
         Translator(model, "not a tokenizer")
 
@@ -160,7 +160,7 @@ def test_save_and_load_round_trip(tokenizer, tmp_path):
 
 def test_load_rejects_a_file_without_a_translator(tmp_path):
     path = tmp_path / "model.keras"
-    Transformer.from_preset("tiny", vocab_size=20, num_layers=1).save(path)
+    Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1).save(path)
     with pytest.raises(ValueError, match="Transformer"):
         Translator.load(path)
 

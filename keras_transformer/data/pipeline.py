@@ -127,8 +127,8 @@ def make_dataset(
     start_id=None,
     end_id=None,
     tokenize_batch_size=8192,
-    vocab_size=None,
-    target_vocab_size=None,
+    vocabulary_size=None,
+    target_vocabulary_size=None,
 ):
     """Builds a bucketed, token-budgeted `tf.data.Dataset` from `(source, target)` pairs.
 
@@ -159,12 +159,12 @@ def make_dataset(
         start_id: int. `[START]` id for pre-tokenized pairs. Defaults to the tokenizer's.
         end_id: int. `[END]` id for pre-tokenized pairs. Defaults to the tokenizer's.
         tokenize_batch_size: int. Strings tokenized per TensorFlow call. Defaults to `8192`.
-        vocab_size: int. The model's source vocabulary size: every source id and the special
+        vocabulary_size: int. The model's source vocabulary size: every source id and the special
             ids must be below it. Pre-tokenized ids are always checked to be non-negative
             integers (floats are not truncated, negative ids not wrapped); a `ValueError`
             names the first bad pair, position and id. Checked here, eagerly, because a
             compiled `fit` does not check ids. Defaults to `None` (no upper bound).
-        target_vocab_size: int. The same bound for target ids. Defaults to `vocab_size`.
+        target_vocabulary_size: int. The same bound for target ids. Defaults to `vocabulary_size`.
 
     Returns:
         A `PipelineResult`; its `dataset` yields
@@ -218,10 +218,10 @@ def make_dataset(
         end_id = tokenizer.end_id if end_id is None else end_id
         source_rows = _rows(_tokenize(tokenizer, sources, tokenize_batch_size))
         target_rows = _rows(_tokenize(target_tokenizer, targets, tokenize_batch_size))
-    target_vocab_size = vocab_size if target_vocab_size is None else target_vocab_size
-    source_pieces = _ragged(_checked_ids(source_rows, vocab_size, "pairs[{}][0]"))
-    target_pieces = _ragged(_checked_ids(target_rows, target_vocab_size, "pairs[{}][1]"))
-    for size in (vocab_size, target_vocab_size):
+    target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
+    source_pieces = _ragged(_checked_ids(source_rows, vocabulary_size, "pairs[{}][0]"))
+    target_pieces = _ragged(_checked_ids(target_rows, target_vocabulary_size, "pairs[{}][1]"))
+    for size in (vocabulary_size, target_vocabulary_size):
         check_token_ids(start_id, size or _INT32_LIMIT, "start_id")
         check_token_ids(end_id, size or _INT32_LIMIT, "end_id")
 
@@ -346,13 +346,13 @@ def _ragged(rows):
 _INT32_LIMIT = 2**31  # ids above it would wrap in the cast to int32
 
 
-def _checked_ids(rows, vocab_size, name):
-    """Id sequences as int32 arrays, once every id is an integer in `[0, vocab_size)`."""
+def _checked_ids(rows, vocabulary_size, name):
+    """Id sequences as int32 arrays, once every id is an integer in `[0, vocabulary_size)`."""
     import numpy as np
 
     from keras_transformer.layers.token_ids import check_token_ids
 
-    limit = vocab_size or _INT32_LIMIT
+    limit = vocabulary_size or _INT32_LIMIT
     flat = np.concatenate(rows) if rows else np.zeros(0, "int32")
     if flat.size and not (flat.dtype.kind in "iu" and flat.min() >= 0 and flat.max() < limit):
         # Rare: find the first offending sequence, for an error that names it.

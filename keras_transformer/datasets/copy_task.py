@@ -13,7 +13,7 @@ def copy_task(
     num_train=2000,
     num_validation=200,
     num_test=200,
-    vocab_size=20,
+    vocabulary_size=20,
     min_length=3,
     max_length=10,
     seed=0,
@@ -21,14 +21,14 @@ def copy_task(
     """Random token sequences paired with themselves.
 
     Ids 0, 1, 2 are reserved for padding, `[START]` and `[END]`; sequences use ids
-    `3 .. vocab_size - 1`. Every sequence is drawn once, so test and validation sequences never
+    `3 .. vocabulary_size - 1`. Every sequence is drawn once, so test and validation sequences never
     occur in training.
 
     Args:
         num_train: int. Training pairs. Defaults to `2000`.
         num_validation: int. Validation pairs. Defaults to `200`.
         num_test: int. Test pairs. Defaults to `200`.
-        vocab_size: int. Total vocabulary including the 3 reserved ids. Defaults to `20`.
+        vocabulary_size: int. Total vocabulary including the 3 reserved ids. Defaults to `20`.
         min_length: int. Shortest sequence. Defaults to `3`.
         max_length: int. Longest sequence. Defaults to `10`.
         seed: int. Defaults to `0`.
@@ -44,8 +44,8 @@ def copy_task(
     >>> bool((source == target).all())
     True
     """
-    if vocab_size <= FIRST_TOKEN_ID + 1:
-        raise ValueError(f"`vocab_size` must be > {FIRST_TOKEN_ID + 1}. Received: vocab_size={vocab_size}")
+    if vocabulary_size <= FIRST_TOKEN_ID + 1:
+        raise ValueError(f"`vocabulary_size` must be > {FIRST_TOKEN_ID + 1}. Received: vocabulary_size={vocabulary_size}")
     if not 1 <= min_length <= max_length:
         raise ValueError(
             "Need 1 <= min_length <= max_length. Received: "
@@ -60,11 +60,11 @@ def copy_task(
         attempts += 1
         if attempts > 100 * total:
             raise ValueError(
-                f"Cannot draw {total} distinct sequences with vocab_size={vocab_size}, "
+                f"Cannot draw {total} distinct sequences with vocabulary_size={vocabulary_size}, "
                 f"max_length={max_length}."
             )
         length = int(rng.integers(min_length, max_length + 1))
-        sequence = rng.integers(FIRST_TOKEN_ID, vocab_size, size=length).astype("int32")
+        sequence = rng.integers(FIRST_TOKEN_ID, vocabulary_size, size=length).astype("int32")
         key = sequence.tobytes()
         if key in seen:
             continue

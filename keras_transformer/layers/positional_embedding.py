@@ -41,7 +41,7 @@ class PositionalEmbedding(keras.layers.Layer):
     `reverse=True`.
 
     Args:
-        vocab_size: int. Number of token ids.
+        vocabulary_size: int. Number of token ids.
         d_model: int. Even embedding width (paper: 512).
         dropout: float. Dropout on the sum of embedding and encoding. Defaults to `0.1`.
         mask_zero: bool. Token id 0 is padding: the output carries a Keras mask.
@@ -58,7 +58,7 @@ class PositionalEmbedding(keras.layers.Layer):
             `(batch, length, d_model)` hidden states.
         start_index: int or scalar tensor. Position of the first token (decoding one
             step at a time). Defaults to `0`.
-        reverse: bool. Return float32 logits `(batch, length, vocab_size)` = `inputs · Eᵀ`.
+        reverse: bool. Return float32 logits `(batch, length, vocabulary_size)` = `inputs · Eᵀ`.
         training: bool. Enables dropout.
 
     Returns:
@@ -68,7 +68,7 @@ class PositionalEmbedding(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> layer = PositionalEmbedding(vocab_size=100, d_model=8)
+    >>> layer = PositionalEmbedding(vocabulary_size=100, d_model=8)
     >>> x = layer(np.array([[5, 6, 0]]))
     >>> tuple(x.shape)
     (1, 3, 8)
@@ -79,7 +79,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        vocab_size,
+        vocabulary_size,
         d_model,
         dropout=0.1,
         mask_zero=True,
@@ -89,15 +89,15 @@ class PositionalEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(vocab_size, int) or vocab_size < 1:
-            raise ValueError(f"`vocab_size` must be a positive int. Received: vocab_size={vocab_size}")
+        if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
+            raise ValueError(f"`vocabulary_size` must be a positive int. Received: vocabulary_size={vocabulary_size}")
         if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
             raise ValueError(
                 f"`d_model` must be a positive even int (sin/cos pairs). Received: d_model={d_model}"
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.vocab_size = vocab_size
+        self.vocabulary_size = vocabulary_size
         self.d_model = d_model
         self.dropout = dropout
         self.mask_zero = mask_zero
@@ -111,7 +111,7 @@ class PositionalEmbedding(keras.layers.Layer):
     def build(self, inputs_shape=None):
         self.embeddings = self.add_weight(
             name="embeddings",
-            shape=(self.vocab_size, self.d_model),
+            shape=(self.vocabulary_size, self.d_model),
             initializer=self.embeddings_initializer,
             trainable=True,
         )
@@ -145,7 +145,7 @@ class PositionalEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "vocab_size": self.vocab_size,
+                "vocabulary_size": self.vocabulary_size,
                 "d_model": self.d_model,
                 "dropout": self.dropout,
                 "mask_zero": self.mask_zero,
@@ -158,9 +158,16 @@ class PositionalEmbedding(keras.layers.Layer):
         )
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "vocab_size" in config and "vocabulary_size" not in config:  # files before 0.2.0
+            config["vocabulary_size"] = config.pop("vocab_size")
+        return super().from_config(config)
+
     def compute_output_shape(self, inputs_shape, start_index=0, reverse=False):
         if reverse:
-            return tuple(inputs_shape[:-1]) + (self.vocab_size,)
+            return tuple(inputs_shape[:-1]) + (self.vocabulary_size,)
         return tuple(inputs_shape) + (self.d_model,)
 
     def compute_output_spec(self, inputs, start_index=0, reverse=False, training=None):

@@ -1,4 +1,4 @@
-"""Validation of token ids where they enter the model: integer dtype, `0 <= id < vocab_size`.
+"""Validation of token ids where they enter the model: integer dtype, `0 <= id < vocabulary_size`.
 
 An embedding lookup does not check its indices the same way on every backend. Out of range
 ids give NaN embeddings on JAX, are clamped to the last row by XLA (TensorFlow with
@@ -21,8 +21,8 @@ from keras import ops
 from keras_transformer._backend import is_concrete
 
 
-def check_token_ids(ids, vocab_size, name="token_ids"):
-    """Raises a `ValueError` unless `ids` are integers in `[0, vocab_size)`.
+def check_token_ids(ids, vocabulary_size, name="token_ids"):
+    """Raises a `ValueError` unless `ids` are integers in `[0, vocabulary_size)`.
 
     Checks concrete inputs only (NumPy arrays, lists, eager tensors): inside a compiled
     function (`tf.function`, `jax.jit`, `torch.compile`) and on symbolic `keras.KerasTensor`s
@@ -30,18 +30,18 @@ def check_token_ids(ids, vocab_size, name="token_ids"):
 
     Args:
         ids: array-like or tensor of token ids, any shape. `None` is accepted and not checked.
-        vocab_size: int. Number of ids in the vocabulary.
+        vocabulary_size: int. Number of ids in the vocabulary.
         name: str. Argument name used in the error message. Defaults to `"token_ids"`.
 
     Example:
 
     >>> import numpy as np
-    >>> check_token_ids(np.array([[5, 0]]), vocab_size=6)
-    >>> check_token_ids(np.array([[5, 6]]), vocab_size=6, name="encoder_inputs")
+    >>> check_token_ids(np.array([[5, 0]]), vocabulary_size=6)
+    >>> check_token_ids(np.array([[5, 6]]), vocabulary_size=6, name="encoder_inputs")
     Traceback (most recent call last):
     ...
-    ValueError: `encoder_inputs` must hold token ids in [0, vocab_size); id 6 at position
-    (0, 1) is not. Received: encoder_inputs[0, 1]=6, vocab_size=6
+    ValueError: `encoder_inputs` must hold token ids in [0, vocabulary_size); id 6 at position
+    (0, 1) is not. Received: encoder_inputs[0, 1]=6, vocabulary_size=6
     """
     if ids is None:
         return
@@ -60,13 +60,13 @@ def check_token_ids(ids, vocab_size, name="token_ids"):
     # A batch of ids is small (a few hundred KB at most): one copy to the host and two NumPy
     # reductions cost less than dispatching backend ops.
     values = np.asarray(ops.convert_to_numpy(ids))
-    if values.min() >= 0 and values.max() < vocab_size:
+    if values.min() >= 0 and values.max() < vocabulary_size:
         return
-    position = tuple(int(i) for i in np.argwhere((values < 0) | (values >= vocab_size))[0])
+    position = tuple(int(i) for i in np.argwhere((values < 0) | (values >= vocabulary_size))[0])
     value = int(values[position])
     where = ", ".join(str(i) for i in position)
     at, element = (f" at position ({where})", f"{name}[{where}]") if position else ("", name)
     raise ValueError(
-        f"`{name}` must hold token ids in [0, vocab_size); id {value}{at} is not. "
-        f"Received: {element}={value}, vocab_size={vocab_size}"
+        f"`{name}` must hold token ids in [0, vocabulary_size); id {value}{at} is not. "
+        f"Received: {element}={value}, vocabulary_size={vocabulary_size}"
     )

@@ -20,14 +20,14 @@ class Transformer(keras.Model):
 
     A functional `keras.Model` taking `{"encoder_inputs": (batch, source_length),
     "decoder_inputs": (batch, target_length)}` int token ids (0 = padding) and returning
-    float32 logits `(batch, target_length, target_vocab_size)` for the next token at each
+    float32 logits `(batch, target_length, target_vocabulary_size)` for the next token at each
     target position. The encoder's padding mask is used by the encoder and by every
     cross-attention; the decoder's self-attention is causal.
 
     Decoding code uses the model through `encode`, `init_cache` and `decode_step`
     (cached, one token at a time) or `decode` (whole prefix).
 
-    Token ids must be integers in `[0, vocab_size)` (`[0, target_vocab_size)` for the
+    Token ids must be integers in `[0, vocabulary_size)` (`[0, target_vocabulary_size)` for the
     decoder). Calling the model, `encode` or `decode` on concrete inputs (NumPy arrays,
     eager tensors) raises a `ValueError` naming the first bad id, its position and the
     vocabulary size, and float ids raise naming their dtype. Inside compiled functions
@@ -40,9 +40,9 @@ class Transformer(keras.Model):
     not checked: the searches feed it the ids they produce.
 
     Args:
-        vocab_size: int. Source vocabulary size (the shared one when
+        vocabulary_size: int. Source vocabulary size (the shared one when
             `share_embeddings`).
-        target_vocab_size: int. Target vocabulary size. Defaults to `vocab_size`.
+        target_vocabulary_size: int. Target vocabulary size. Defaults to `vocabulary_size`.
         num_layers: int. Encoder layers, N (paper: 6).
         num_decoder_layers: int. Decoder layers. Defaults to `num_layers`.
         d_model: int. Model width (paper: 512).
@@ -64,7 +64,7 @@ class Transformer(keras.Model):
     Example:
 
     >>> import numpy as np
-    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> model = Transformer.from_preset("tiny", vocabulary_size=100)
     >>> batch = {"encoder_inputs": np.array([[5, 6, 7, 0]]),
     ...          "decoder_inputs": np.array([[2, 5, 6]])}
     >>> tuple(model(batch).shape)
@@ -76,8 +76,8 @@ class Transformer(keras.Model):
 
     def __init__(
         self,
-        vocab_size,
-        target_vocab_size=None,
+        vocabulary_size,
+        target_vocabulary_size=None,
         num_layers=6,
         num_decoder_layers=None,
         d_model=512,
@@ -92,11 +92,11 @@ class Transformer(keras.Model):
         seed=None,
         **kwargs,
     ):
-        target_vocab_size = vocab_size if target_vocab_size is None else target_vocab_size
+        target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         sizes = dict(
-            vocab_size=vocab_size,
-            target_vocab_size=target_vocab_size,
+            vocabulary_size=vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
             num_layers=num_layers,
             num_decoder_layers=num_decoder_layers,
             d_model=d_model,
@@ -133,10 +133,10 @@ class Transformer(keras.Model):
             )
 
         if share_embeddings:
-            source_embedding = target_embedding = embedding(vocab_size, "shared_embedding")
+            source_embedding = target_embedding = embedding(vocabulary_size, "shared_embedding")
         else:
-            source_embedding = embedding(vocab_size, "source_embedding")
-            target_embedding = embedding(target_vocab_size, "target_embedding")
+            source_embedding = embedding(vocabulary_size, "source_embedding")
+            target_embedding = embedding(target_vocabulary_size, "target_embedding")
         encoder_blocks = [
             EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(num_layers)
         ]
@@ -183,8 +183,8 @@ class Transformer(keras.Model):
         self.decoder_norm = decoder_norm
 
         # === Config ===
-        self.vocab_size = vocab_size
-        self.target_vocab_size = target_vocab_size
+        self.vocabulary_size = vocabulary_size
+        self.target_vocabulary_size = target_vocabulary_size
         self.num_layers = num_layers
         self.num_decoder_layers = num_decoder_layers
         self.d_model = d_model
@@ -200,28 +200,28 @@ class Transformer(keras.Model):
         self._dtype_argument = dtype
 
     @classmethod
-    def from_preset(cls, preset, vocab_size=None, **kwargs):
+    def from_preset(cls, preset, vocabulary_size=None, **kwargs):
         """Builds a model from `"tiny"`, `"base"` or `"big"` (paper Table 3) hyper-parameters,
         or loads one from a preset directory (`save_to_preset`, `Translator.save_to_preset`).
 
         Args:
             preset: str. One of `"tiny"`, `"base"`, `"big"`, or a preset directory.
-            vocab_size: int. Shared vocabulary size (for an architecture name). Defaults to
+            vocabulary_size: int. Shared vocabulary size (for an architecture name). Defaults to
                 `None`: the directory's.
             **kwargs: overrides of any constructor argument (for a directory also
                 `load_weights=False`: fresh weights).
         """
         if isinstance(preset, str) and preset in PRESETS:
-            if vocab_size is None:
+            if vocabulary_size is None:
                 raise ValueError(
-                    f"`vocab_size` is needed to build {preset!r}. Received: vocab_size=None"
+                    f"`vocabulary_size` is needed to build {preset!r}. Received: vocabulary_size=None"
                 )
-            return cls(vocab_size=vocab_size, **{**PRESETS[preset], **kwargs})
+            return cls(vocabulary_size=vocabulary_size, **{**PRESETS[preset], **kwargs})
         if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
             from keras_transformer.presets import load_transformer
 
-            if vocab_size is not None:
-                kwargs["vocab_size"] = vocab_size
+            if vocabulary_size is not None:
+                kwargs["vocabulary_size"] = vocabulary_size
             return load_transformer(preset, **kwargs)
         raise ValueError(
             f"`preset` must be one of {sorted(PRESETS)} or a preset directory. "
@@ -238,9 +238,9 @@ class Transformer(keras.Model):
     def call(self, inputs, training=None, mask=None, **kwargs):
         # Before the functional graph casts the inputs to int32 (which truncates floats).
         if isinstance(inputs, dict):
-            check_token_ids(inputs.get("encoder_inputs"), self.vocab_size, "encoder_inputs")
+            check_token_ids(inputs.get("encoder_inputs"), self.vocabulary_size, "encoder_inputs")
             check_token_ids(
-                inputs.get("decoder_inputs"), self.target_vocab_size, "decoder_inputs"
+                inputs.get("decoder_inputs"), self.target_vocabulary_size, "decoder_inputs"
             )
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
@@ -255,7 +255,7 @@ class Transformer(keras.Model):
         Returns:
             `(encoder_outputs (batch, source_length, d_model), padding_mask (batch, source_length))`.
         """
-        check_token_ids(encoder_inputs, self.vocab_size, "encoder_inputs")
+        check_token_ids(encoder_inputs, self.vocabulary_size, "encoder_inputs")
         return _encoder_stack(
             self.source_embedding,
             self.encoder_blocks,
@@ -283,9 +283,9 @@ class Transformer(keras.Model):
                 layer) of cross-attention probabilities `(batch, heads, target, source)`.
 
         Returns:
-            float32 logits `(batch, target_length, target_vocab_size)` [, scores].
+            float32 logits `(batch, target_length, target_vocabulary_size)` [, scores].
         """
-        check_token_ids(decoder_inputs, self.target_vocab_size, "decoder_inputs")
+        check_token_ids(decoder_inputs, self.target_vocabulary_size, "decoder_inputs")
         logits, _, scores = _decoder_stack(
             self.target_embedding,
             self.decoder_blocks,
@@ -313,7 +313,7 @@ class Transformer(keras.Model):
             encoder_padding_mask: `(batch, source_length)` from `encode`.
 
         Returns:
-            `(logits float32 (batch, target_vocab_size) for position index + 1, new_cache)`.
+            `(logits float32 (batch, target_vocabulary_size) for position index + 1, new_cache)`.
         """
         # The step is ~40 small sub-layer calls: they skip `Layer.__call__`'s bookkeeping
         # (the dtype policy's casts and autocast scope are kept).
@@ -334,8 +334,8 @@ class Transformer(keras.Model):
         return {
             "name": self.name,
             "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "target_vocab_size": self.target_vocab_size,
+            "vocabulary_size": self.vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
             "num_layers": self.num_layers,
             "num_decoder_layers": self.num_decoder_layers,
             "d_model": self.d_model,
@@ -353,7 +353,12 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**copy.deepcopy(config))
+        config = copy.deepcopy(config)
+        # Files saved before 0.2.0 spell the sizes `vocab_size` and `target_vocab_size`.
+        for old, new in (("vocab_size", "vocabulary_size"), ("target_vocab_size", "target_vocabulary_size")):
+            if old in config and new not in config:
+                config[new] = config.pop(old)
+        return cls(**config)
 
 
 def _physical_memory_bytes():
@@ -373,7 +378,7 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
         dtype: the model's `dtype` argument (`None`: the global policy).
         norm_first: bool. Two final LayerNorms.
         share_embeddings: bool. One embedding matrix instead of two.
-        **sizes: `vocab_size`, `target_vocab_size`, `num_layers`, `num_decoder_layers`,
+        **sizes: `vocabulary_size`, `target_vocabulary_size`, `num_layers`, `num_decoder_layers`,
             `d_model`, `num_heads` and `ff_dim`.
     """
     d_model, ff_dim = sizes["d_model"], sizes["ff_dim"]
@@ -381,8 +386,8 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
     feed_forward = 2 * d_model * ff_dim + ff_dim + d_model
     norm = 2 * d_model  # gamma and beta
     count = (
-        sizes["vocab_size"] * d_model
-        + (0 if share_embeddings else sizes["target_vocab_size"] * d_model)
+        sizes["vocabulary_size"] * d_model
+        + (0 if share_embeddings else sizes["target_vocabulary_size"] * d_model)
         + sizes["num_layers"] * (attention + feed_forward + 2 * norm)
         + sizes["num_decoder_layers"] * (2 * attention + feed_forward + 3 * norm)
         + (2 * norm if norm_first else 0)

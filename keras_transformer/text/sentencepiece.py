@@ -375,7 +375,7 @@ def train_sentencepiece(
     check_training_arguments(sentences, vocabulary_size)
     options = {
         "model_type": model_type,
-        "vocab_size": vocabulary_size,
+        "vocab_size": vocabulary_size,  # SentencePiece's name
         "character_coverage": character_coverage,
         "byte_fallback": bool(byte_fallback),
         **trainer_kwargs,

@@ -178,7 +178,7 @@ def _learn(learner, word_counts, vocabulary_size, reserved, joiner, learn_kwargs
     }
     defaults.update(learn_kwargs)
     params = learner.Params(
-        vocab_size=vocabulary_size,
+        vocab_size=vocabulary_size,  # tensorflow-text's name
         include_joiner_token=True,
         joiner=joiner,
         reserved_tokens=reserved,

@@ -19,8 +19,8 @@ from keras_transformer.translator import Translator
 
 # The constructor arguments of `Transformer` that shape its weights or their meaning.
 ARCHITECTURE = (
-    "vocab_size",
-    "target_vocab_size",
+    "vocabulary_size",
+    "target_vocabulary_size",
     "num_layers",
     "num_decoder_layers",
     "d_model",

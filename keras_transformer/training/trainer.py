@@ -739,7 +739,7 @@ def save_tokenizer(tokenizer, path):
     write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
 
 
-def build_model(config, vocab_size):
+def build_model(config, vocabulary_size):
     """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
     policy of `config.training`."""
     arguments = config.model.overrides()
@@ -748,9 +748,9 @@ def build_model(config, vocab_size):
     if dtype:
         arguments["dtype"] = dtype
     if config.model.preset:
-        model = Transformer.from_preset(config.model.preset, vocab_size=vocab_size, **arguments)
+        model = Transformer.from_preset(config.model.preset, vocabulary_size=vocabulary_size, **arguments)
     else:
-        model = Transformer(vocab_size=vocab_size, **arguments)
+        model = Transformer(vocabulary_size=vocabulary_size, **arguments)
     if dtype and model.dtype_policy.name != dtype:
         # The functional constructor gives the layers the policy but not the model itself,
         # and `compile` looks at the model's to add loss scaling for float16.

@@ -283,13 +283,13 @@ def test_invalid_pairs(tokenizer):
     [
         (
             [([3, 4], [5]), ([6], [7, 20])],
-            {"vocab_size": 20},
-            r"pairs\[1\]\[1\]\[1\]=20, vocab_size=20",
+            {"vocabulary_size": 20},
+            r"pairs\[1\]\[1\]\[1\]=20, vocabulary_size=20",
         ),
         ([([3, -4], [5])], {}, r"pairs\[0\]\[0\]\[1\]=-4"),
         ([([3.0, 4.0], [5])], {}, r"pairs\[0\]\[0\].dtype=float64"),
-        ([([3], [5])], {"vocab_size": 20, "target_vocab_size": 5}, r"pairs\[0\]\[1\]\[0\]=5"),
-        ([([3], [5])], {"vocab_size": 20, "end_id": 20}, "end_id=20, vocab_size=20"),
+        ([([3], [5])], {"vocabulary_size": 20, "target_vocabulary_size": 5}, r"pairs\[0\]\[1\]\[0\]=5"),
+        ([([3], [5])], {"vocabulary_size": 20, "end_id": 20}, "end_id=20, vocabulary_size=20"),
     ],
 )
 def test_pretokenized_ids_are_checked(pairs, kwargs, match):
@@ -299,9 +299,9 @@ def test_pretokenized_ids_are_checked(pairs, kwargs, match):
 
 
 def test_tokenized_ids_are_checked_against_the_model_vocabulary(pairs, tokenizer):
-    with pytest.raises(ValueError, match="vocab_size=10"):
-        make_dataset(pairs[:20], tokenizer, vocab_size=10)
-    fits = make_dataset(pairs[:20], tokenizer, vocab_size=tokenizer.vocabulary_size())
+    with pytest.raises(ValueError, match="vocabulary_size=10"):
+        make_dataset(pairs[:20], tokenizer, vocabulary_size=10)
+    fits = make_dataset(pairs[:20], tokenizer, vocabulary_size=tokenizer.vocabulary_size())
     assert fits.num_examples == 20
 
 

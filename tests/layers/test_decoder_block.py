@@ -58,7 +58,7 @@ def test_cross_attention_uses_encoder_mask():
 def test_implicit_keras_masks_equal_explicit_masks():
     ids = np.array([[5, 6, 7, 8, 9, 3], [5, 6, 7, 8, 0, 0]])
     source_ids = np.array([[4, 5, 6, 7, 8], [4, 5, 6, 0, 0]])
-    embedding = PositionalEmbedding(vocab_size=10, d_model=16, dropout=0.0)
+    embedding = PositionalEmbedding(vocabulary_size=10, d_model=16, dropout=0.0)
     encoder = EncoderBlock(num_heads=4, ff_dim=32, dropout=0.0)
     decoder = DecoderBlock(num_heads=4, ff_dim=32, dropout=0.0)
 

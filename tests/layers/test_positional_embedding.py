@@ -27,13 +27,13 @@ def test_sinusoid_equals_paper_formula_for_any_length():
 
 
 def test_embeddings_scaled_by_sqrt_d_model_plus_encoding():
-    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0)
+    layer = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.0)
     ids = np.array([[3, 4, 5, 0]])
     out = to_numpy(layer(ids))
     table = to_numpy(layer.embeddings)
     expected = table[ids[0]] * math.sqrt(8) + to_numpy(sinusoidal_encoding(4, 8))
     np.testing.assert_allclose(out[0], expected, atol=1e-5)
-    unscaled = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0, scale=False)
+    unscaled = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.0, scale=False)
     unscaled(ids)
     unscaled.embeddings.assign(table)
     np.testing.assert_allclose(
@@ -42,7 +42,7 @@ def test_embeddings_scaled_by_sqrt_d_model_plus_encoding():
 
 
 def test_start_index_continues_positions():
-    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.0)
+    layer = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.0)
     ids = np.array([[3, 4, 5, 6]])
     full = to_numpy(layer(ids))
     step = to_numpy(layer(ids[:, 2:3], start_index=2))
@@ -50,7 +50,7 @@ def test_start_index_continues_positions():
 
 
 def test_mask_propagation_and_tied_logits():
-    layer = PositionalEmbedding(vocab_size=10, d_model=8)
+    layer = PositionalEmbedding(vocabulary_size=10, d_model=8)
     ids = np.array([[3, 4, 0]])
     np.testing.assert_array_equal(to_numpy(layer.compute_mask(ids)), [[True, True, False]])
     hidden = np.random.default_rng(0).normal(size=(1, 3, 8)).astype("float32")
@@ -58,25 +58,25 @@ def test_mask_propagation_and_tied_logits():
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     np.testing.assert_allclose(to_numpy(logits), hidden @ to_numpy(layer.embeddings).T, atol=1e-5)
     assert layer.compute_mask(hidden) is None
-    no_mask = PositionalEmbedding(vocab_size=10, d_model=8, mask_zero=False)
+    no_mask = PositionalEmbedding(vocabulary_size=10, d_model=8, mask_zero=False)
     assert no_mask.compute_mask(ids) is None
 
 
 def test_dropout_only_in_training_and_config():
-    layer = PositionalEmbedding(vocab_size=10, d_model=8, dropout=0.5, seed=1)
+    layer = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.5, seed=1)
     ids = np.array([[3, 4, 5]])
     np.testing.assert_allclose(to_numpy(layer(ids)), to_numpy(layer(ids, training=False)))
     assert not np.allclose(to_numpy(layer(ids, training=True)), to_numpy(layer(ids)))
     assert_config_round_trip(layer)
     with pytest.raises(ValueError, match="d_model=7"):
-        PositionalEmbedding(vocab_size=10, d_model=7)
-    with pytest.raises(ValueError, match="vocab_size=0"):
-        PositionalEmbedding(vocab_size=0, d_model=8)
+        PositionalEmbedding(vocabulary_size=10, d_model=7)
+    with pytest.raises(ValueError, match="vocabulary_size=0"):
+        PositionalEmbedding(vocabulary_size=0, d_model=8)
 
 
 CASE = layer_case(
     PositionalEmbedding,
-    {"vocab_size": 10, "d_model": 16, "seed": 1},
+    {"vocabulary_size": 10, "d_model": 16, "seed": 1},
     {"inputs": np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")},
     dropout_kwargs={"dropout": 0.5},
 )
@@ -85,3 +85,12 @@ CASE = layer_case(
 @pytest.mark.parametrize("check", HARNESS_CHECKS)
 def test_layer_harness(check, request):
     run_layer_test(CASE, check, request)
+
+
+def test_configs_written_before_0_2_0_load():
+    layer = PositionalEmbedding(vocabulary_size=11, d_model=8)
+    config = layer.get_config()
+    config["vocab_size"] = config.pop("vocabulary_size")  # the name until 0.2.0
+    restored = PositionalEmbedding.from_config(config)
+    assert restored.vocabulary_size == 11
+    assert restored.get_config() == layer.get_config()

@@ -15,35 +15,35 @@ BACKEND = keras.backend.backend()
 @pytest.mark.parametrize(
     "ids, match",
     [
-        ([[3, 4], [5, 10]], r"id 10 at position \(1, 1\).*ids\[1, 1\]=10, vocab_size=10"),
-        ([[3, -1]], r"id -1 at position \(0, 1\).*ids\[0, 1\]=-1, vocab_size=10"),
+        ([[3, 4], [5, 10]], r"id 10 at position \(1, 1\).*ids\[1, 1\]=10, vocabulary_size=10"),
+        ([[3, -1]], r"id -1 at position \(0, 1\).*ids\[0, 1\]=-1, vocabulary_size=10"),
         (np.array([2.0, 3.0]), r"integer token ids.*ids.dtype=float"),
         (np.array([True]), r"ids.dtype=bool"),
-        (2**40, r"id 1099511627776 is not. Received: ids=1099511627776, vocab_size=10"),
+        (2**40, r"id 1099511627776 is not. Received: ids=1099511627776, vocabulary_size=10"),
     ],
 )
 def test_bad_ids_raise_naming_value_position_and_vocabulary(ids, match):
     with pytest.raises(ValueError, match=match):
-        check_token_ids(ids, vocab_size=10, name="ids")
+        check_token_ids(ids, vocabulary_size=10, name="ids")
     if np.asarray(ids).ndim:  # the same check on an eager backend tensor
         with pytest.raises(ValueError, match=match):
-            check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocab_size=10, name="ids")
+            check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocabulary_size=10, name="ids")
 
 
 @pytest.mark.parametrize(
     "ids", [[[0, 9]], np.array([[0, 9]], "uint8"), np.zeros((0, 3), "int32"), None, 9]
 )
 def test_valid_ids_pass(ids):
-    check_token_ids(ids, vocab_size=10)
+    check_token_ids(ids, vocabulary_size=10)
     if ids is not None:
-        check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocab_size=10)
+        check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocabulary_size=10)
 
 
 def test_symbolic_inputs_are_not_checked():
     # Keras' own data adapters may feed integer data as floats (MirroredStrategy's
     # `evaluate` does): in graphs the model's int32 cast applies, as before.
-    check_token_ids(keras.KerasTensor((None, 4), dtype="int32"), vocab_size=10)
-    check_token_ids(keras.KerasTensor((None, 4), dtype="float32"), vocab_size=10)
+    check_token_ids(keras.KerasTensor((None, 4), dtype="int32"), vocabulary_size=10)
+    check_token_ids(keras.KerasTensor((None, 4), dtype="float32"), vocabulary_size=10)
 
 
 def compiled(function, fullgraph=True):
@@ -63,7 +63,7 @@ def compiled(function, fullgraph=True):
 
 def test_inside_compiled_functions_values_are_not_checked():
     def run(ids):
-        check_token_ids(ids, vocab_size=10, name="ids")
+        check_token_ids(ids, vocabulary_size=10, name="ids")
         return ids + 1
 
     # Out of range, but traced: no host round trip, no error (and no graph break on torch).

@@ -12,7 +12,7 @@ TARGET = np.array([[1, 5, 6, 7, 8, 9], [1, 10, 11, 12, 0, 0]], "int32")
 
 
 def tiny(**kwargs):
-    return Transformer.from_preset("tiny", vocab_size=VOCAB, **{"dropout": 0.0, **kwargs})
+    return Transformer.from_preset("tiny", vocabulary_size=VOCAB, **{"dropout": 0.0, **kwargs})
 
 
 def call(model, source, target, training=False):
@@ -20,9 +20,9 @@ def call(model, source, target, training=False):
 
 
 def test_paper_parameter_counts():
-    base = Transformer.from_preset("base", vocab_size=37000)
+    base = Transformer.from_preset("base", vocabulary_size=37000)
     assert abs(base.count_params() - 63.1e6) <= 0.1e6, base.count_params()
-    big = Transformer.from_preset("big", vocab_size=37000)
+    big = Transformer.from_preset("big", vocabulary_size=37000)
     assert abs(big.count_params() - 214.2e6) <= 0.2e6, big.count_params()
     assert base.num_layers == 6 and base.d_model == 512 and base.ff_dim == 2048
     assert base.num_heads == 8 and base.dropout == 0.1
@@ -33,7 +33,7 @@ def test_shared_embedding_is_one_matrix():
     assert model.source_embedding is model.target_embedding
     names = [w.path for w in model.weights if "embeddings" in w.path]
     assert len(names) == 1
-    separate = tiny(share_embeddings=False, target_vocab_size=40)
+    separate = tiny(share_embeddings=False, target_vocabulary_size=40)
     assert call(separate, SOURCE, TARGET).shape == (2, 6, 40)
 
 
@@ -134,13 +134,13 @@ def test_fully_padded_rows_give_finite_outputs_and_gradients(policy):
 
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="preset='huge'"):
-        Transformer.from_preset("huge", vocab_size=10)
-    with pytest.raises(ValueError, match="target_vocab_size=12"):
-        Transformer(vocab_size=10, target_vocab_size=12, num_layers=1, d_model=8, num_heads=2)
+        Transformer.from_preset("huge", vocabulary_size=10)
+    with pytest.raises(ValueError, match="target_vocabulary_size=12"):
+        Transformer(vocabulary_size=10, target_vocabulary_size=12, num_layers=1, d_model=8, num_heads=2)
     with pytest.raises(ValueError, match="num_heads=3"):
-        Transformer(vocab_size=10, num_layers=1, d_model=8, num_heads=3)
+        Transformer(vocabulary_size=10, num_layers=1, d_model=8, num_heads=3)
     with pytest.raises(ValueError, match="num_layers=0"):
-        Transformer(vocab_size=10, num_layers=0, d_model=8, num_heads=2)
+        Transformer(vocabulary_size=10, num_layers=0, d_model=8, num_heads=2)
 
 
 def test_config_round_trip():
@@ -155,10 +155,10 @@ def bad_ids(kind):
     source, target = SOURCE.copy(), TARGET.copy()
     if kind == "vocabulary_size":
         source[1, 2] = VOCAB
-        return source, target, rf"encoder_inputs\[1, 2\]={VOCAB}, vocab_size={VOCAB}"
+        return source, target, rf"encoder_inputs\[1, 2\]={VOCAB}, vocabulary_size={VOCAB}"
     if kind == "negative":
         target[0, 3] = -1
-        return source, target, rf"decoder_inputs\[0, 3\]=-1, vocab_size={VOCAB}"
+        return source, target, rf"decoder_inputs\[0, 3\]=-1, vocabulary_size={VOCAB}"
     return source.astype("float32"), target, "encoder_inputs.dtype=float32"
 
 

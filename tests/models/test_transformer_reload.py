@@ -20,7 +20,7 @@ X = RNG.normal(size=(2, 4, 16)).astype("float32")
 @pytest.mark.slow
 def test_compiled_model_reloads_in_fresh_process(tmp_path):
     expected = {}
-    transformer = kt.Transformer.from_preset("tiny", vocab_size=20, norm_first=True, seed=1)
+    transformer = kt.Transformer.from_preset("tiny", vocabulary_size=20, norm_first=True, seed=1)
     transformer.compile(
         optimizer=kt.transformer_adam(64, warmup_steps=10),
         loss=kt.LabelSmoothedCrossentropy(),
@@ -73,7 +73,7 @@ def saved_models(tmp_path_factory):
     directory = tmp_path_factory.mktemp("saved_models")
     x = keras.Input((None, 16))
     encoder = keras.Model(x, kt.EncoderBlock(4, 32)(x))
-    transformer = kt.Transformer.from_preset("tiny", vocab_size=20, seed=1)
+    transformer = kt.Transformer.from_preset("tiny", vocabulary_size=20, seed=1)
     batch = {"encoder_inputs": IDS, "decoder_inputs": IDS[:, ::-1].copy()}
     encoder.save(directory / "encoder.keras")
     transformer.save(directory / "transformer.keras")

@@ -123,7 +123,7 @@ def _default_ids_model():
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(CORPUS * 10),
         model_writer=writer,
-        vocab_size=80,
+        vocab_size=80,  # SentencePiece's name
         hard_vocab_limit=False,
         minloglevel=2,
         num_threads=1,
@@ -206,7 +206,7 @@ def saved(tmp_path_factory):
     """`(path, translator)`: a tiny SentencePiece Translator saved to a `.keras` file."""
     tokenizer = train_sentencepiece(CORPUS * 10, vocabulary_size=100)
     model = Transformer(
-        vocab_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
     )
     translator = Translator(
         model, tokenizer, max_source_length=8, extra_length=4, jit_compile=False
@@ -272,7 +272,7 @@ def test_crafted_assets_are_refused(saved, tmp_path, monkeypatch):
     message = _load_error(_rewrite(saved, tmp_path, other))
     assert (
         "sentencepiece.model" in message
-        and f"vocab_size={len(saved[1].tokenizer.get_vocabulary())}" in message
+        and f"vocabulary_size={len(saved[1].tokenizer.get_vocabulary())}" in message
     )
     # The same pieces with [PAD] and [UNK] swapped: a valid model, never written by
     # `save_assets` (the padding piece must be id 0).
@@ -308,7 +308,7 @@ def test_saved_model_translates_as_the_translator(tmp_path):
     data = make_dataset(
         splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
     )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), dropout=0.0)
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(transformer_adam(64, warmup_steps=100), LabelSmoothedCrossentropy(0.1))
     model.fit(data.dataset.take(12), verbose=0)  # a few steps: the outputs are not empty
     translator = Translator(

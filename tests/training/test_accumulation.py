@@ -53,7 +53,7 @@ def batches(updates, accumulate_steps):
 def train_tiny(optimizer, batch_size, x, y):
     keras.utils.set_random_seed(0)
     model = Transformer(
-        vocab_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32, dropout=0.0, seed=0
+        vocabulary_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32, dropout=0.0, seed=0
     )
     model.compile(
         optimizer=optimizer,
@@ -222,7 +222,7 @@ def test_mirrored_strategy_refuses_accumulation():
     # Keras 3 applies the accumulated update in a cond; under tf.distribute the all-reduce in
     # it fails at the first step (RuntimeError: merge_call in control flow): refused upfront.
     config = TrainingConfig.from_dict({"training": {"accumulate_steps": 2}})
-    model = Transformer(vocab_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32)
+    model = Transformer(vocabulary_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32)
     with pytest.raises(ValueError, match="MirroredStrategy.*accumulate_steps=2"):
         compile_model(model, config, strategy="mirrored")
 

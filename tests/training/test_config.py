@@ -130,9 +130,9 @@ def test_the_model_section_is_checked_by_the_transformers_own_checks():
     from keras_transformer.models import Transformer
 
     with pytest.raises(ValueError, match=re.escape("Received: d_model=30, num_heads=4")):
-        Transformer.from_preset("tiny", vocab_size=10, d_model=30)
+        Transformer.from_preset("tiny", vocabulary_size=10, d_model=30)
     with pytest.raises(ValueError, match=re.escape("Received: dropout='high'")):
-        Transformer.from_preset("tiny", vocab_size=10, dropout="high")
+        Transformer.from_preset("tiny", vocabulary_size=10, dropout="high")
 
 
 def test_valid_model_and_data_settings_pass():

@@ -7,7 +7,7 @@ from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 
 
 def tiny_model(seed):
-    return Transformer.from_preset("tiny", vocab_size=11, num_layers=1, seed=seed)
+    return Transformer.from_preset("tiny", vocabulary_size=11, num_layers=1, seed=seed)
 
 
 def test_local_copy_has_the_same_weights_and_its_own_variables():

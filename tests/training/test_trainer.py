@@ -60,7 +60,7 @@ def test_mixed_precision_keeps_logits_and_loss_in_float32(precision):
             "training": {"mixed_precision": precision},
         }
     )
-    model = build_model(config, vocab_size=20)
+    model = build_model(config, vocabulary_size=20)
     compile_model(model, config)
     assert model.dtype_policy.name == {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
     if precision == "fp16":

@@ -31,7 +31,7 @@ ACCUMULATE, UPDATES = 2, 3
 
 def make_model():
     return Transformer(
-        vocab_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32, dropout=0.0, seed=0
+        vocabulary_size=VOCAB, num_layers=1, d_model=16, num_heads=2, ff_dim=32, dropout=0.0, seed=0
     )
 
 

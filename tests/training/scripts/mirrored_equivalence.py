@@ -72,7 +72,7 @@ def config(jit_compile):
 def make_model(dropout):
     keras.utils.set_random_seed(0)
     return Transformer(
-        vocab_size=VOCAB, num_layers=1, d_model=32, num_heads=2, ff_dim=64, dropout=dropout, seed=0
+        vocabulary_size=VOCAB, num_layers=1, d_model=32, num_heads=2, ff_dim=64, dropout=dropout, seed=0
     )
 
 
