@@ -3,6 +3,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 PYTEST_ARGS ?=
+# Two pytest workers (pytest-xdist), one test file each at a time: the suite is mostly
+# single-threaded Python over tiny models, and two workers use both cores of the CI machine
+# (measured: the fast tests on TensorFlow took 15.2 CPU-minutes in 8.2 minutes of wall time).
+# `make test XDIST=` runs in one process.
+XDIST ?= -n 2 --dist loadfile
 
 .PHONY: install test test-fast lint demo bible docs notebooks dist-check clean
 
@@ -22,12 +27,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 test: $(VENV)/.installed
 	@set -e; for b in $(BACKENDS); do \
 	  echo "=== KERAS_BACKEND=$$b ==="; \
-	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q $(PYTEST_ARGS) tests; \
+	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS) tests; \
 	done
 
 test-fast: $(VENV)/.installed
 	@set -e; for b in $(BACKENDS); do \
-	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests; \
+	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS) tests; \
 	done
 
 lint: $(VENV)/.installed
