@@ -104,7 +104,7 @@ def export_ctranslate2(
     spec.validate()
     spec.optimize(quantization=quantization)
 
-    from keras_transformer.training.files import atomic_directory
+    from keras_transformer.files import atomic_directory
 
     # The package's one rule for temporaries (`.tmp-` names, cleared by the next run).
     with atomic_directory(directory) as temporary:

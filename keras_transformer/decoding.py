@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from keras_transformer._checks import check_int, check_number
+
 # A log probability that marks "no hypothesis here". Finite (so arithmetic on it never makes
 # NaN), far below any real log probability, and representable in float32.
 _INVALID_LOG_PROB = -1.0e7
@@ -278,8 +280,7 @@ def beam_search(
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), section 7 (length penalty).
     """
     _check_max_new_tokens(max_new_tokens)
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+    check_int("beam_size", beam_size, minimum=1)
     _check_alpha(alpha)
     end_id = _check_token_id(end_id, "end_id")
     pad_id = _check_token_id(pad_id, "pad_id")
@@ -417,8 +418,7 @@ def _check_max_new_tokens(max_new_tokens):
 
 
 def _check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    check_number("alpha", alpha, minimum=0)
 
 
 def _check_token_id(token_id, name):

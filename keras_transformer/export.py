@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from keras_transformer._checks import check_int, check_number
+
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
 # TensorFlow Serving replays the PredictionLog records of this file when it loads a version.
 WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -119,10 +121,7 @@ def export_saved_model(
         ("num_hypotheses", num_hypotheses),
         ("warmup_batch_size", warmup_batch_size),
     ):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"`{name}` must be an int >= 1. Received: {name}={value!r}")
+        check_int(name, value, minimum=1, allow_none=True)
     if num_hypotheses is not None and beam_size is not None and num_hypotheses > beam_size:
         raise ValueError(
             "`num_hypotheses` must be at most `beam_size`. "
@@ -140,10 +139,7 @@ def export_saved_model(
             "`version` (a model server may be serving this one) or pass `overwrite=True`. "
             f"Received: version={version}"
         )
-    if alpha is not None and (
-        isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
-    ):
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    check_number("alpha", alpha, minimum=0, allow_none=True)
     if not isinstance(translator, (str, os.PathLike)):
         _check_translator(translator)
     if keras.backend.backend() != "tensorflow":
@@ -197,7 +193,7 @@ def export_saved_model(
         "warmup_batch_size": warmup_batch_size,
     }
 
-    from keras_transformer.training.files import atomic_directory
+    from keras_transformer.files import atomic_directory
 
     with atomic_directory(path) as temporary:
         archive.write_out(temporary, verbose=False)
@@ -413,7 +409,7 @@ def _bucket_sentences(preprocessor):
 
 def _export_in_subprocess(translator, path, jit_compile, options):
     """Runs `keras-transformer export` under `KERAS_BACKEND=tensorflow`."""
-    from keras_transformer.training.files import TEMPORARY_PREFIX
+    from keras_transformer.files import TEMPORARY_PREFIX
 
     # The scratch `.keras` file goes next to the destination, under a temporary name that
     # `remove_temporaries` clears if this process is killed.

@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import _backend
+from keras_transformer._checks import check_int
 
 # `bucket_length` and `padded_batch_size` live with the other bucketing rules; imported here
 # for the callers (and the API) that find them beside the `Generator`.
@@ -314,5 +315,4 @@ class Generator:
 
 
 def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1. Received: {name}={value!r}")
+    check_int(name, value, minimum=1)

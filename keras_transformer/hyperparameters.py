@@ -5,6 +5,8 @@ checks in their constructors, and the training config runs the same ones on a co
 `[model]` section before anything is built.
 """
 
+from keras_transformer._checks import is_int, is_number
+
 # Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
@@ -35,10 +37,10 @@ def validate_block_args(
     for name, value in (("num_heads", num_heads), ("ff_dim", ff_dim)):
         _check_int(prefix + name, value, minimum=1)
     for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-        if rate is not None and (not _is_number(rate) or not 0.0 <= rate < 1.0):
+        if rate is not None and (not is_number(rate) or not 0.0 <= rate < 1.0):
             _fail(prefix + name, rate, "a number in [0, 1)")
     if layer_norm_epsilon is not None and (
-        not _is_number(layer_norm_epsilon) or layer_norm_epsilon <= 0
+        not is_number(layer_norm_epsilon) or layer_norm_epsilon <= 0
     ):
         _fail(prefix + "layer_norm_epsilon", layer_norm_epsilon, "a number > 0")
 
@@ -90,7 +92,7 @@ def validate_transformer_args(
     validate_block_args(
         num_heads, ff_dim, dropout, attention_dropout, layer_norm_epsilon, prefix=prefix
     )
-    if d_model is not None and (not _is_int(d_model) or d_model < 2 or d_model % 2):
+    if d_model is not None and (not is_int(d_model) or d_model < 2 or d_model % 2):
         _fail(prefix + "d_model", d_model, "a positive even int (sin/cos pairs)")
     if d_model is not None and num_heads is not None and d_model % num_heads:
         raise ValueError(
@@ -116,16 +118,8 @@ def validate_transformer_args(
         )
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check_int(name, value, minimum):
-    if value is not None and (not _is_int(value) or value < minimum):
+    if value is not None and (not is_int(value) or value < minimum):
         _fail(name, value, f"an int >= {minimum}")
 
 

@@ -19,7 +19,7 @@ file names are keras-hub's (`config.json` for the backbone, `tokenizer.json` and
 `assets/tokenizer/` for the tokenizer, `metadata.json`), so a directory is shared the way
 keras-hub presets are: upload it as it is to Kaggle Models or the Hugging Face Hub.
 
-A directory is written atomically (`keras_transformer.training.files.atomic_directory`): at
+A directory is written atomically (`keras_transformer.files.atomic_directory`): at
 every moment it is absent, the old preset or the new one. Weights are backend-independent:
 a preset saved under one Keras backend loads under the others.
 
@@ -107,7 +107,7 @@ def save_transformer(model, directory):
 
 def _write(directory, model, class_name, files, tokenizers):
     from keras_transformer import __version__
-    from keras_transformer.training.files import atomic_directory
+    from keras_transformer.files import atomic_directory
 
     directory = os.fspath(directory)
     _check_destination(directory)

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer._checks import check_int
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -78,10 +80,7 @@ class AccumulatedSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "`schedule` must be a keras.optimizers.schedules.LearningRateSchedule. "
                 f"Received: schedule={schedule!r}"
             )
-        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or accumulate_steps < 1:
-            raise ValueError(
-                f"`accumulate_steps` must be an int >= 1. Received: accumulate_steps={accumulate_steps!r}"
-            )
+        check_int("accumulate_steps", accumulate_steps, minimum=1)
         self.schedule = schedule
         self.accumulate_steps = accumulate_steps
 

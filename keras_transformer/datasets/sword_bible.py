@@ -10,8 +10,9 @@ import os
 import re
 import time
 
-from keras_transformer.datasets.cache import atomic_write_text, get_cache_dir
+from keras_transformer.datasets.cache import get_cache_dir
 from keras_transformer.datasets.splits import Splits, split_pairs
+from keras_transformer.files import write_text
 
 logger = logging.getLogger("keras_transformer")
 
@@ -108,7 +109,7 @@ def sword_bible(
             time.perf_counter() - start,
         )
         if cache_path:
-            atomic_write_text(cache_path, "".join("\t".join(row) + "\n" for row in rows))
+            write_text(cache_path, "".join("\t".join(row) + "\n" for row in rows))
     kept = [row for row in rows if row[1] and row[2]]
     num_dropped = len(rows) - len(kept)
     if num_dropped:

@@ -25,6 +25,8 @@ progress bar and extra callbacks passed to `train` see micro-batches.
 
 import keras
 
+from keras_transformer._checks import check_int
+
 
 def micro_batch_tokens(tokens_per_batch, accumulate_steps):
     """Padded positions per micro-batch: `tokens_per_batch // accumulate_steps`.
@@ -96,10 +98,7 @@ class PerUpdate(keras.callbacks.Callback):
 
     def __init__(self, callback, accumulate_steps):
         super().__init__()
-        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or accumulate_steps < 1:
-            raise ValueError(
-                f"`accumulate_steps` must be an int >= 1. Received: accumulate_steps={accumulate_steps!r}"
-            )
+        check_int("accumulate_steps", accumulate_steps, minimum=1)
         self.callback = callback
         self.accumulate_steps = accumulate_steps
 

@@ -4,6 +4,7 @@ import logging
 
 import numpy as np
 
+from keras_transformer._checks import check_int
 from keras_transformer.training.checkpoints import list_checkpoints
 from keras_transformer.training.state import sync_model_state, to_numpy
 
@@ -78,10 +79,7 @@ def average_last_checkpoints(model, directory, num_checkpoints=5):
     Returns:
         The list of `(step, path)` averaged (empty, and `model` untouched, if there is none).
     """
-    if isinstance(num_checkpoints, bool) or not isinstance(num_checkpoints, int) or num_checkpoints < 1:
-        raise ValueError(
-            f"`num_checkpoints` must be an int >= 1. Received: num_checkpoints={num_checkpoints!r}"
-        )
+    check_int("num_checkpoints", num_checkpoints, minimum=1)
     checkpoints = list_checkpoints(directory)[-num_checkpoints:]
     if checkpoints:
         average_checkpoints(model, [path for _, path in checkpoints])

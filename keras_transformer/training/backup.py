@@ -24,8 +24,8 @@ import shutil
 
 import keras
 
+from keras_transformer.files import read_json, remove_temporaries, write_json
 from keras_transformer.training.checkpoints import save_weights_atomically
-from keras_transformer.training.files import read_json, remove_temporaries, write_json
 from keras_transformer.training.state import to_numpy
 
 logger = logging.getLogger("keras_transformer")

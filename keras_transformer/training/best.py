@@ -19,8 +19,9 @@ import os
 
 import keras
 
+from keras_transformer._checks import check_int
+from keras_transformer.files import read_json, write_json
 from keras_transformer.training.config import BEST_MONITORS
-from keras_transformer.training.files import read_json, write_json
 
 logger = logging.getLogger("keras_transformer")
 
@@ -124,8 +125,7 @@ class KeepBest(keras.callbacks.Callback):
     ):
         super().__init__()
         self.mode = best_mode(monitor)
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-            raise ValueError(f"`patience` must be an int >= 0. Received: patience={patience!r}")
+        check_int("patience", patience, minimum=0)
         self.monitor = monitor
         self.record_path = os.fspath(record_path)
         self.export_fn = export_fn

@@ -6,6 +6,7 @@ import time
 
 import keras
 
+from keras_transformer._checks import check_int
 from keras_transformer.training.state import sync_model_state
 from keras_transformer.training.tensorboard import create_writer, write_scalar
 
@@ -117,8 +118,7 @@ class BleuCallback(keras.callbacks.Callback):
                 "`sources` and `references` must be non-empty and of the same length. "
                 f"Received: {len(sources)} sources and {len(references)} references"
             )
-        if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 0:
-            raise ValueError(f"`every_steps` must be an int >= 0. Received: every_steps={every_steps!r}")
+        check_int("every_steps", every_steps, minimum=0)
         self.translate_fn = translate_fn
         self.sources = sources
         self.references = references

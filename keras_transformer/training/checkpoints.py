@@ -8,7 +8,8 @@ import tempfile
 
 import keras
 
-from keras_transformer.training.files import atomic_path, remove_temporaries
+from keras_transformer._checks import check_int
+from keras_transformer.files import atomic_path, remove_temporaries
 from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
@@ -131,8 +132,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             raise ValueError(
                 f"`save_freq` must be 'epoch' or an int >= 1. Received: save_freq={save_freq!r}"
             )
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"`keep` must be an int >= 1. Received: keep={keep!r}")
+        check_int("keep", keep, minimum=1)
         self.directory = os.fspath(directory)
         self.save_freq = save_freq
         self.keep = keep

@@ -32,6 +32,7 @@ import tomllib
 import types
 
 from keras_transformer import datasets
+from keras_transformer._checks import is_int, is_number
 from keras_transformer.data.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
 from keras_transformer.hyperparameters import validate_transformer_args
@@ -676,9 +677,9 @@ _TYPE_NAMES = {
 
 def _has_type(value, kind):
     if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return is_number(value)
     if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return is_int(value)
     return isinstance(value, kind)
 
 

@@ -11,10 +11,10 @@ resumed from its backup continues from the backup, never from `init_from` again.
 
 import os
 
+from keras_transformer.files import read_json
 from keras_transformer.presets import is_preset
 from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
-from keras_transformer.training.files import read_json
 from keras_transformer.translator import Translator
 
 # The constructor arguments of `Transformer` that shape its weights or their meaning.

@@ -26,7 +26,7 @@ a run with another configuration ignores it.
 import json
 import os
 
-from keras_transformer.training.files import read_json, write_json
+from keras_transformer.files import read_json, write_json
 
 STAGES = ("trained", "averaged", "evaluated", "saved", "exported", "finished")
 

@@ -10,6 +10,7 @@ import os
 
 import keras
 
+from keras_transformer._checks import check_int
 from keras_transformer.training.state import sync_model_state
 
 
@@ -70,8 +71,7 @@ class TensorBoardLogger(keras.callbacks.Callback):
 
     def __init__(self, log_dir, update_freq=100):
         super().__init__()
-        if isinstance(update_freq, bool) or not isinstance(update_freq, int) or update_freq < 0:
-            raise ValueError(f"`update_freq` must be an int >= 0. Received: update_freq={update_freq!r}")
+        check_int("update_freq", update_freq, minimum=0)
         self.log_dir = os.fspath(log_dir)
         self.update_freq = update_freq
         self._writers = {}

@@ -5,6 +5,7 @@ import time
 
 import keras
 
+from keras_transformer._checks import check_number
 from keras_transformer.training.strategy import all_processes_agree, process_count
 
 logger = logging.getLogger("keras_transformer")
@@ -41,8 +42,7 @@ class TimeLimit(keras.callbacks.Callback):
 
     def __init__(self, minutes, start_time=None, check_every=10):
         super().__init__()
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0:
-            raise ValueError(f"`minutes` must be a number > 0. Received: minutes={minutes!r}")
+        check_number("minutes", minutes, minimum=0, strict=True)
         self.minutes = float(minutes)
         self.start_time = start_time
         self.check_every = check_every

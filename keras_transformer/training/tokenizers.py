@@ -6,7 +6,7 @@ The run's `tokenizer.json` holds the tokenizer's configuration and its serialize
 
 import base64
 
-from keras_transformer.training.files import write_json
+from keras_transformer.files import write_json
 
 
 def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):

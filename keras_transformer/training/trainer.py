@@ -37,6 +37,7 @@ import keras
 from keras_transformer import datasets
 from keras_transformer.data import make_dataset
 from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME, export_saved_model
+from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
 from keras_transformer.losses import LabelSmoothedCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
@@ -55,7 +56,6 @@ from keras_transformer.training.checkpoints import (
     save_weights_atomically,
 )
 from keras_transformer.training.config import MIXED_PRECISION, TrainingConfig, load_config
-from keras_transformer.training.files import atomic_path, read_json, remove_temporaries, write_json
 from keras_transformer.training.mirrored import GlobalTokenMeanCrossentropy, enable_replica_jit
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy

@@ -97,10 +97,14 @@ def atomic_directory(path):
 
 def write_json(path, value):
     """Writes `value` as JSON to `path` atomically."""
+    write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path, text):
+    """Writes `text` (UTF-8, `\\n` line ends) to `path` atomically."""
     with atomic_path(path) as temporary:
-        with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(value, file, indent=2, sort_keys=True)
-            file.write("\n")
+        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
+            file.write(text)
 
 
 def read_json(path):

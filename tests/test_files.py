@@ -1,11 +1,11 @@
-"""`keras_transformer.training.files`: atomic writes that never leave a partial file."""
+"""`keras_transformer.files`: atomic writes that never leave a partial file."""
 
 import os
 
 import pytest
 
+from keras_transformer.files import atomic_directory, atomic_path, remove_temporaries
 from keras_transformer.training import list_checkpoints
-from keras_transformer.training.files import atomic_directory, atomic_path, remove_temporaries
 
 
 def test_atomic_path_never_leaves_a_partial_file(tmp_path):
