@@ -63,4 +63,4 @@ docs: $(VENV)/.installed
 
 # Executes every example notebook top to bottom under the small configuration.
 notebooks: $(VENV)/.installed
-	KT_SMALL=1 KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q --nbmake examples/
+	KT_SMALL=1 KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q --nbmake $(XDIST) examples/

@@ -77,8 +77,8 @@ assert kt.__version__ == importlib.metadata.version("keras-transformer-nmt") == 
 for module in ("tensorflow", "keras_hub", "torch"):
     assert importlib.util.find_spec(module) is None, f"[jax] installed {module}"
 
-inputs, targets = to_model_inputs(copy_task(num_train=16, vocab_size=12, max_length=7).train)
-model = kt.Transformer.from_preset("tiny", vocab_size=12, dropout=0.0)
+inputs, targets = to_model_inputs(copy_task(num_train=16, vocabulary_size=12, max_length=7).train)
+model = kt.Transformer.from_preset("tiny", vocabulary_size=12, dropout=0.0)
 model.compile(
     optimizer=kt.transformer_adam(d_model=64, warmup_steps=100),
     loss=kt.LabelSmoothedCrossentropy(),
@@ -108,7 +108,7 @@ from keras_transformer.text import Tokenizer
 keras.utils.set_random_seed(0)
 words = ["uno", "dos", "tres", "one", "two", "three"]
 tokenizer = Tokenizer(["[PAD]", "[UNK]", "[START]", "[END]", *words])
-model = kt.Transformer.from_preset("tiny", vocab_size=tokenizer.vocabulary_size(), num_layers=1)
+model = kt.Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
 translator = kt.Translator(
     model, tokenizer, max_source_length=8, extra_length=3, beam_size=2, jit_compile=False
 )

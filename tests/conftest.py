@@ -14,6 +14,18 @@ if keras.backend.backend() == "torch":
     torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """`one_backend` tests run once, under TensorFlow: what they test does not depend on the
+    Keras backend (or they start the other backends themselves), and every backend-specific
+    part they touch has its own test on all three backends. CI time stays bounded."""
+    if keras.backend.backend() == "tensorflow":
+        return
+    skip = pytest.mark.skip(reason="one_backend: runs on KERAS_BACKEND=tensorflow only")
+    for item in items:
+        if "one_backend" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _reset_keras_state():
     """Every test starts with float32 policy, a fixed seed and a clean session."""

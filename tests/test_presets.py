@@ -312,6 +312,7 @@ print(json.dumps({
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend
 def test_a_preset_saved_under_one_backend_loads_under_the_other_two(translator, preset):
     # This process's backend saved `preset`; CI runs this test under each of the three.
     sources = SOURCES[:3]

@@ -331,6 +331,7 @@ def test_saved_model_translates_as_the_translator(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend
 def test_bible_trains_end_to_end_with_sentencepiece(tmp_path):
     pytest.importorskip("pysword")
     from keras_transformer.training import train

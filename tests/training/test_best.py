@@ -171,6 +171,7 @@ def transformer_weights(translator_or_path, checkpoint=None):
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend
 def test_train_exports_the_best_step_and_early_stopping_survives_a_crash(
     tiny_run, monkeypatch, tmp_path
 ):

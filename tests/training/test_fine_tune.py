@@ -69,6 +69,7 @@ def fine_tune_config(tmp_path, tsv, **training):
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend
 def test_fine_tuning_learns_new_numbers_keeps_the_old_and_resumes_from_its_backup(
     tmp_path, monkeypatch
 ):
@@ -111,6 +112,7 @@ def test_fine_tuning_learns_new_numbers_keeps_the_old_and_resumes_from_its_backu
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend
 def test_architecture_mismatch_names_both_sides(tmp_path):
     tsv = write_tsv(tmp_path / "pairs.tsv", number_pairs(range(5000, 5040)))
     config = fine_tune_config(tmp_path, tsv, train_steps=1)

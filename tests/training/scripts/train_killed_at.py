@@ -84,7 +84,7 @@ elif STAGE == "saved":
 elif STAGE == "exported":
     import contextlib
 
-    from keras_transformer.training import files
+    from keras_transformer import files
 
     atomic_directory = files.atomic_directory
 
