@@ -53,6 +53,9 @@ def merge(base, changes):
 def run_python(arguments, timeout, env=None, **kwargs):
     """Runs `python ARGUMENTS` in the repository with the current backend; returns the result."""
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    # Scripts import `tests.*` helpers: the repository root goes on their path.
+    paths = [REPO, environment.get("PYTHONPATH", "")]
+    environment["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
     return subprocess.run(
         [sys.executable, *arguments],
         cwd=REPO,
