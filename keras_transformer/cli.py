@@ -9,15 +9,19 @@ keras-transformer train --config configs/demo.toml
 
 `translate` reads an exported SavedModel (`keras_transformer.export`) with TensorFlow and
 tensorflow-text only, a `.keras` file written by `Translator.save`, or a preset directory
-written by `Translator.save_to_preset`; `export` reads a `.keras` file or a preset directory. Without sentences on
-the command line it reads standard input, one sentence per line, and writes one translation per
-line, flushing after each batch. Inputs longer than the model's maximum source length are
+written by `Translator.save_to_preset`; `export` reads a `.keras` file or a preset directory.
+Given a model server's base path (what `export --version N` writes into: one directory per
+version, named by its number), `translate` uses its highest version, as TensorFlow Serving
+does, with `--engine ctranslate2` too. Without sentences on the command line it reads
+standard input, one sentence per line, and writes one translation per line, flushing after
+each batch. Inputs longer than the model's maximum source length are
 truncated (a note on standard error says which); a batch that fails prints empty lines and an
 error on standard error, and the exit status is then 1.
 
-`translate --n-best N` (a `.keras` Translator or `--engine ctranslate2`) prints the N best
-hypotheses of each sentence instead, best first, one line each in the Moses / fairseq n-best
-format `INDEX ||| TRANSLATION ||| SCORE`: INDEX counts the sentences from 0, SCORE is the
+`translate --n-best N` prints the N best hypotheses of each sentence instead (a SavedModel
+through its `translate_n_best` signature: N at most its columns, the search it was exported
+with), best first, one line each in the Moses / fairseq n-best format
+`INDEX ||| TRANSLATION ||| SCORE`: INDEX counts the sentences from 0, SCORE is the
 beam score (log probability / length penalty) with 6 decimals. Split a line at the first
 and the last ` ||| `. An empty sentence has one hypothesis, `""` with score 0; a sentence of
 a failed batch has none. `--beam-size 1` asks for greedy search.
@@ -183,7 +187,8 @@ def _add_translate_parser(subparsers):
         "--model",
         required=True,
         help="SavedModel directory (keras_transformer.export), Translator .keras file or "
-        "preset directory (Translator.save_to_preset)",
+        "preset directory (Translator.save_to_preset); a base path of numbered versions "
+        "(export --version) uses the highest",
     )
     parser.add_argument(
         "--batch-size",
@@ -198,13 +203,15 @@ def _add_translate_parser(subparsers):
         default=None,
         metavar="N",
         help="print the N best hypotheses of each sentence, best first, one per line as "
-        "'INDEX ||| TRANSLATION ||| SCORE' (INDEX counts sentences from 0; N <= beam size)",
+        "'INDEX ||| TRANSLATION ||| SCORE' (INDEX counts sentences from 0; N <= beam size; "
+        "a SavedModel: N <= its translate_n_best columns)",
     )
     parser.add_argument(
         "--beam-size",
         type=_positive_int,
         default=None,
-        help="beam size, 1 for greedy search (.keras and ctranslate2 models; default: the model's)",
+        help="beam size, 1 for greedy search (default: the model's; a SavedModel takes only "
+        "the beam size it was exported with)",
     )
     parser.add_argument(
         "--engine",
@@ -219,11 +226,15 @@ def _add_translate_parser(subparsers):
 
 
 def _translate(args):
+    from keras_transformer.export import latest_version
+
     try:
+        # A model server's base path (`export --version N`) translates with its highest version.
+        model = latest_version(args.model)
         if args.engine == "ctranslate2":
-            backend = _CTranslate2Backend(args.model)
+            backend = _CTranslate2Backend(model)
         else:
-            backend = _load_translation_backend(args.model)
+            backend = _load_translation_backend(model)
     except Exception as error:  # Any load failure is reported, not a traceback.
         _error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
         return 2
@@ -274,41 +285,90 @@ def _translate(args):
 
 
 class _SavedModelBackend:
-    """Calls the `serving_default` signature of an exported SavedModel."""
+    """Calls the signatures of an exported SavedModel: `serving_default`, and
+    `translate_n_best` for n-best lists.
+
+    Its search is fixed at export: `--beam-size` must be the exported beam size, and
+    `--n-best N` at most the columns of `translate_n_best` (its first N are printed).
+    """
 
     def __init__(self, path):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
 
-        from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME, read_metadata
+        from keras_transformer.export import (
+            INPUT_NAME,
+            N_BEST_SIGNATURE_NAME,
+            SIGNATURE_NAME,
+            read_metadata,
+        )
 
         self._tf = tf
         self._input_name = INPUT_NAME
         self._loaded = tf.saved_model.load(path)
         self._signature = self._loaded.signatures[SIGNATURE_NAME]
+        self._n_best_signature = self._loaded.signatures.get(N_BEST_SIGNATURE_NAME)
+        self._n_best_name = N_BEST_SIGNATURE_NAME
         metadata = read_metadata(path)
+        self._beam_size = metadata.get("beam_size")
+        self._columns = None
+        if self._n_best_signature is not None:
+            # (batch, num_hypotheses): static in the signature; the metadata says it too.
+            columns = self._n_best_signature.structured_outputs["translations"].shape[-1]
+            self._columns = columns if columns is not None else metadata.get("num_hypotheses")
         length = metadata.get("max_source_length")
         self.limit = (
             f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
         )
 
     def check_search_options(self, beam_size, num_hypotheses):
-        if beam_size is not None or num_hypotheses is not None:
+        if beam_size is not None and beam_size != self._beam_size:
             raise ValueError(
-                "A SavedModel searches with the beam size it was exported with and returns "
-                "the best translation only: `--beam-size` and `--n-best` need a .keras "
-                "Translator or `--engine ctranslate2`. "
-                f"Received: beam_size={beam_size}, n_best={num_hypotheses}"
+                "A SavedModel searches with the beam size it was exported with "
+                f"({self._beam_size}): export another one for another `--beam-size`, or "
+                "translate with a .keras Translator or `--engine ctranslate2`. "
+                f"Received: beam_size={beam_size}"
+            )
+        if num_hypotheses is None:
+            return
+        if self._n_best_signature is None:
+            raise ValueError(
+                f"This SavedModel has no `{self._n_best_name}` signature (exported before "
+                "n-best lists were): export it again for `--n-best`. "
+                f"Received: n_best={num_hypotheses}"
+            )
+        if self._columns is not None and num_hypotheses > self._columns:
+            raise ValueError(
+                f"This SavedModel's `{self._n_best_name}` signature returns "
+                f"{self._columns} hypotheses per sentence: `--n-best` must be at most "
+                f"{self._columns} (export with a larger `--num-hypotheses` and `--beam-size` "
+                f"for more). Received: n_best={num_hypotheses}"
             )
 
     def translate(self, batch, beam_size=None, num_hypotheses=None):
         """`(hypotheses, truncated)`: a list of `(text, score)` per sentence, and flags."""
         self.check_search_options(beam_size, num_hypotheses)
-        outputs = self._signature(**{self._input_name: self._tf.constant(batch, self._tf.string)})
-        texts = [text.decode("utf-8", errors="replace") for text in outputs["translations"].numpy()]
-        scores = outputs["scores"].numpy().tolist()
-        truncated = outputs["truncated"].numpy().tolist()
-        return [[pair] for pair in zip(texts, scores, strict=True)], truncated
+        inputs = {self._input_name: self._tf.constant(batch, self._tf.string)}
+        if num_hypotheses is None:
+            outputs = self._signature(**inputs)
+            texts = [[text] for text in outputs["translations"].numpy()]
+            scores = [[score] for score in outputs["scores"].numpy().tolist()]
+        else:
+            outputs = self._n_best_signature(**inputs)
+            texts = outputs["translations"].numpy().tolist()  # (batch, columns), best first
+            scores = outputs["scores"].numpy().tolist()
+        hypotheses = []
+        for row_texts, row_scores in zip(texts, scores, strict=True):
+            if num_hypotheses is not None and not any(row_texts) and not any(row_scores):
+                # An input without a token fills every column with "" and 0.0; as with the
+                # other engines, it has one hypothesis. (Distinct hypotheses of a search
+                # cannot all have the log probability 0.)
+                row_texts, row_scores = row_texts[:1], row_scores[:1]
+            options = zip(row_texts[: num_hypotheses or 1], row_scores, strict=False)
+            hypotheses.append(
+                [(text.decode("utf-8", errors="replace"), score) for text, score in options]
+            )
+        return hypotheses, outputs["truncated"].numpy().tolist()
 
 
 class _KerasBackend:
@@ -390,7 +450,9 @@ def _add_export_parser(subparsers):
     parser.add_argument(
         "translator", metavar="TRANSLATOR", help="Translator .keras file or preset directory"
     )
-    parser.add_argument("output", metavar="OUTPUT", help="SavedModel directory to write")
+    parser.add_argument(
+        "output", metavar="OUTPUT", help="directory to write (with --version, the base path)"
+    )
     parser.add_argument(
         "--format",
         choices=("saved_model", "ctranslate2"),
@@ -448,7 +510,6 @@ def _export(args):
 
     written = args.output
     saved_model_only = {
-        "version": args.version,
         "num_hypotheses": args.num_hypotheses,
         "warmup_batch_size": args.warmup_batch_size,
     }
@@ -462,12 +523,14 @@ def _export(args):
                     )
             from keras_transformer.export import export_ctranslate2
 
-            export_ctranslate2(
+            written = export_ctranslate2(
                 args.translator,
                 args.output,
                 quantization=args.quantization,
                 beam_size=args.beam_size,
                 alpha=args.alpha,
+                overwrite=args.overwrite,
+                version=args.version,
             )
         elif args.quantization is not None:
             raise ValueError(
@@ -482,6 +545,7 @@ def _export(args):
                 alpha=args.alpha,
                 jit_compile=args.jit_compile,
                 overwrite=args.overwrite,
+                version=args.version,
                 **saved_model_only,
             )
     except Exception as error:  # Reported, not a traceback.

@@ -48,7 +48,13 @@ N_BEST_PATIENCE = 4
 
 
 def export_ctranslate2(
-    translator, directory, quantization=None, beam_size=None, alpha=None, overwrite=True
+    translator,
+    directory,
+    quantization=None,
+    beam_size=None,
+    alpha=None,
+    overwrite=None,
+    version=None,
 ):
     """Writes `translator` as a CTranslate2 model directory.
 
@@ -57,6 +63,11 @@ def export_ctranslate2(
     translator's settings (`beam_size`, `alpha`, `max_source_length`, `extra_length`,
     `batch_size`, `bucket_boundaries`), next to one `vocabulary.txt` per tokenizer. It is
     written to a temporary directory next to `directory` and renamed into place.
+
+    `version=N` writes `directory/N/` instead, the layout of a model server's base path (as
+    `keras_transformer.export.export_saved_model` does, with the same checks):
+    `keras-transformer translate --engine ctranslate2 --model directory` then translates with
+    the highest version.
 
     Args:
         translator: `keras_transformer.Translator`, or the path of a `.keras` file or a
@@ -68,10 +79,13 @@ def export_ctranslate2(
         beam_size: int. Default beam size stored for `CTranslate2Translator`. Defaults to
             `None`: the translator's.
         alpha: float. Default length penalty stored. Defaults to `None`: the translator's.
-        overwrite: bool. Replace an existing `directory`. Defaults to `True`.
+        overwrite: bool. Replace an existing model directory. Defaults to `None`: `True`
+            without `version`; with `version`, `False` (a server may be using that version).
+        version: int `>= 1`. Write to `directory/<version>/`. Defaults to `None`: to
+            `directory`.
 
     Returns:
-        `directory`, as a str.
+        The model directory (`directory`, or `directory/<version>`), as a str.
 
     Example:
 
@@ -80,20 +94,16 @@ def export_ctranslate2(
     CTranslate2Translator("translator_ct2")(["dos mil"])
     ```
     """
-    from keras_transformer.export import _check_translator
+    from keras_transformer.export import _check_translator, version_directory
     from keras_transformer.presets import load_saved_translator
     from keras_transformer.translator import check_search_options
 
-    directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(
             f"`quantization` must be None or one of {', '.join(QUANTIZATIONS)}. "
             f"Received: quantization={quantization!r}"
         )
-    if os.path.exists(directory) and not overwrite:
-        raise ValueError(
-            f"`directory` already exists and `overwrite=False`. Received: directory={directory!r}"
-        )
+    directory = version_directory(directory, version, overwrite, name="directory")
     if isinstance(translator, (str, os.PathLike)):
         translator = load_saved_translator(translator)
     _check_translator(translator)

@@ -219,11 +219,56 @@ def test_translate_n_best_above_the_beam_size_is_a_clear_error(
 
 
 @tensorflow_only
-def test_translate_n_best_with_a_saved_model_is_a_clear_error(exported, capsysbinary):
-    _, _, saved_model_path = exported
-    argv = ["translate", "--model", str(saved_model_path), "--n-best", "2", "uno"]
-    status, lines, errors = run_main(capsysbinary, argv)
-    assert status == 2 and lines == [] and "--n-best` need a .keras Translator" in errors
+def test_translate_n_best_with_a_saved_model_is_the_translators(
+    exported, loaded_saved_model, capsysbinary, monkeypatch
+):
+    translator, _, saved_model_path = exported  # beam_size=4, translate_n_best: 4 columns
+    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    sentences = [SENTENCES[0], "", SENTENCES[3]]
+    model = ["translate", "--model", str(saved_model_path)]
+    status, lines, errors = run_main(
+        capsysbinary, [*model, "--n-best", "3", "--beam-size", "4", *sentences]
+    )
+    assert status == 0 and errors == "" and len(lines) == 3 + 1 + 3
+    parsed = parse_n_best(lines)
+    expected = translator.translate(sentences, num_hypotheses=3)
+    for index, hypotheses in enumerate(expected):
+        assert [text for text, _ in parsed[index]] == [h.text for h in hypotheses]
+        scores = [score for _, score in parsed[index]]
+        assert scores == pytest.approx([h.score for h in hypotheses], abs=1e-4)
+    assert parsed[1] == [("", 0.0)]
+    # What the SavedModel does not offer is refused, naming the argument and its value.
+    for options, message in (
+        (["--n-best", "5"], r"must be at most 4 .* Received: n_best=5"),
+        (["--beam-size", "2"], r"exported with \(4\).* Received: beam_size=2"),
+        (["--n-best", "2", "--beam-size", "1"], r"Received: beam_size=1"),
+    ):
+        status, lines, errors = run_main(capsysbinary, [*model, *options, "uno"])
+        assert status == 2 and lines == [] and re.search(message, errors), errors
+
+
+def test_translate_picks_the_highest_version_of_a_base_path(tmp_path, capsysbinary, monkeypatch):
+    class Recorded:
+        limit = ""
+
+        def translate(self, batch, beam_size=None, num_hypotheses=None):
+            return [[("ok", 0.0)] for _ in batch], [False] * len(batch)
+
+    loaded = []
+    monkeypatch.setattr(
+        cli, "_load_translation_backend", lambda path: loaded.append(path) or Recorded()
+    )
+    monkeypatch.setattr(cli, "_CTranslate2Backend", cli._load_translation_backend)
+    # Versions are compared as numbers; temporaries, other names and files are not versions.
+    for name in ("2", "10", "9", ".tmp-ab12cd34-11", "notes"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "12").write_text("")
+    for engine in ("keras", "ctranslate2"):
+        argv = ["translate", "--engine", engine, "--model", str(tmp_path), "uno"]
+        assert run_main(capsysbinary, argv)[:2] == (0, ["ok"])
+    # A model directory (no numbered directories inside) is used as it is.
+    assert run_main(capsysbinary, ["translate", "--model", str(tmp_path / "9"), "uno"])[0] == 0
+    assert loaded == [str(tmp_path / "10")] * 2 + [str(tmp_path / "9")]
 
 
 def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):

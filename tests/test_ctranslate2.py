@@ -153,6 +153,9 @@ def test_bad_arguments_are_named(trained, engine, tmp_path):
         export_ctranslate2(translator, tmp_path / "x", quantization="int4")
     with pytest.raises(ValueError, match="overwrite=False"):
         export_ctranslate2(translator, trained[2], overwrite=False)
+    for version in (0, "2", True):
+        with pytest.raises(ValueError, match=r"`version` must be an int >= 1"):
+            export_ctranslate2(translator, tmp_path, version=version)
     with pytest.raises(ValueError, match="must be a `keras_transformer.Translator`"):
         export_ctranslate2(translator.model, tmp_path / "x")
     with pytest.raises(ValueError, match="beam_size=0"):
@@ -164,15 +167,26 @@ def test_bad_arguments_are_named(trained, engine, tmp_path):
 @pytest.mark.slow
 def test_cli_exports_and_translates(trained, engine, tmp_path, capsysbinary):
     _, test_pairs, _, keras_path = trained
-    output = tmp_path / "cli_int8"
-    argv = ["export", str(keras_path), str(output), "--format", "ctranslate2"]
+    base = tmp_path / "cli_int8"  # A model server's base path: versions 1 and 2.
+    (base / "1").mkdir(parents=True)
+    argv = ["export", str(keras_path), str(base), "--format", "ctranslate2", "--version", "2"]
     assert cli.main(argv + ["--quantization", "int8", "--beam-size", "2"]) == 0
-    quantized = CTranslate2Translator(output)
+    assert f"wrote {base / '2'}" in capsysbinary.readouterr().err.decode()
+    quantized = CTranslate2Translator(base / "2")
     assert quantized.beam_size == 2
     sources = [source for source, _ in test_pairs[:5]] + [""]
-    assert cli.main(["translate", "--engine", "ctranslate2", "--model", str(output), *sources]) == 0
+    # The base path translates with its highest version.
+    assert cli.main(["translate", "--engine", "ctranslate2", "--model", str(base), *sources]) == 0
     lines = capsysbinary.readouterr().out.decode("utf-8").split("\n")
     assert lines == quantized(sources) + [""]
+    # An existing version is refused, as for a SavedModel, unless --overwrite.
+    before = (base / "2" / "model.bin").read_bytes()
+    assert cli.main(argv) == 1
+    assert b"Version 2 already exists" in capsysbinary.readouterr().err
+    assert (base / "2" / "model.bin").read_bytes() == before
+    assert cli.main(argv + ["--overwrite"]) == 0
+    assert CTranslate2Translator(base / "2").beam_size == trained[0].beam_size
+    output = str(base / "2")
     assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8"]) == 1
     assert b"--format ctranslate2" in capsysbinary.readouterr().err
 

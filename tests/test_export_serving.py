@@ -74,7 +74,9 @@ def versioned(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_version_layout_and_refusing_an_existing_version(versioned, tmp_path, monkeypatch):
+def test_version_layout_and_refusing_an_existing_version(
+    versioned, tmp_path, monkeypatch, capsysbinary
+):
     translator, base = versioned
     assert sorted(os.listdir(base)) == ["1"]  # Nothing else: no temporary left behind.
     assert (base / "1" / "saved_model.pb").is_file()
@@ -92,7 +94,12 @@ def test_version_layout_and_refusing_an_existing_version(versioned, tmp_path, mo
     assert main(["export", keras_path, str(base), "--version", "1"]) == 1
     assert sorted(os.listdir(base)) == ["1"]
     assert main(["export", keras_path, str(tmp_path), "--format", "ctranslate2",
-                 "--version", "2"]) == 1  # fmt: skip
+                 "--num-hypotheses", "2"]) == 1  # fmt: skip
+    # `translate` given the base path serves its highest version, as a model server does.
+    capsysbinary.readouterr()
+    assert main(["translate", "--model", str(base), *SENTENCES[:2]]) == 0
+    lines = capsysbinary.readouterr().out.decode("utf-8").splitlines()
+    assert lines == translator(SENTENCES[:2])
     # ...and passes its options on (the export itself is the one tested above).
     calls = []
     monkeypatch.setattr(
