@@ -247,6 +247,16 @@ def test_translate_n_best_with_a_saved_model_is_the_translators(
         assert status == 2 and lines == [] and re.search(message, errors), errors
 
 
+def test_saved_model_without_the_n_best_signature_refuses_n_best():
+    # A SavedModel exported before `translate_n_best` existed (its settings, without loading).
+    backend = object.__new__(cli._SavedModelBackend)
+    backend._beam_size, backend._n_best_signature = 4, None
+    backend._n_best_name = "translate_n_best"
+    backend.check_search_options(4, None)  # The exported beam size is taken.
+    with pytest.raises(ValueError, match=r"no `translate_n_best` signature.*Received: n_best=1"):
+        backend.check_search_options(None, 1)
+
+
 def test_translate_picks_the_highest_version_of_a_base_path(tmp_path, capsysbinary, monkeypatch):
     class Recorded:
         limit = ""
