@@ -325,7 +325,11 @@ def test_model_export_of_the_token_model(tmp_path):
 @pytest.mark.skipif(BACKEND == "tensorflow", reason="exports from the JAX and PyTorch backends")
 def test_export_from_another_backend(number_translator, tmp_path):
     # Trained and saved under this backend; exported in a KERAS_BACKEND=tensorflow subprocess.
-    translator = number_translator[0]
+    shared = number_translator[0]
+    translator = Translator(
+        shared.model, shared.tokenizer, max_source_length=MAX_SOURCE_LENGTH,
+        bucket_boundaries=shared.bucket_boundaries, extra_length=10, jit_compile=False,
+    )
     expected = translator(SENTENCES)
     path = export_saved_model(translator, tmp_path / "exported")
     assert read_metadata(path)["max_source_length"] == MAX_SOURCE_LENGTH
