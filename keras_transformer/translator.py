@@ -166,7 +166,8 @@ class Translator(keras.Model):
 
     Call arguments:
         sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-        beam_size, alpha: override the translator's for this call. Default to `None`.
+        beam_size: int. Overrides the default for this call. Defaults to `None`.
+        alpha: float. Overrides the default for this call. Defaults to `None`.
 
     Returns:
         A `str` for one sentence, a list of `str` for a list. `translate` returns
@@ -237,8 +238,8 @@ class Translator(keras.Model):
 
         Args:
             sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-            beam_size, alpha: override `self.beam_size` (`1`: greedy search) and
-                `self.alpha`. Default to `None`.
+            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search. Defaults to `None`.
+            alpha: float. Overrides `self.alpha`. Defaults to `None`.
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses of the beam search, best first. Defaults to `None`: the best only.
             return_attention: bool. Fill `Translation.attention` with the cross-attention
