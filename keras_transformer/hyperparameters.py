@@ -5,6 +5,8 @@ checks in their constructors, and the training config runs the same ones on a co
 `[model]` section before anything is built.
 """
 
+import inspect
+
 from keras_transformer._checks import is_int, is_number
 
 # Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
@@ -116,6 +118,13 @@ def validate_transformer_args(
             f"`{prefix}share_embeddings=True` needs one shared vocabulary. Received: "
             f"{prefix}vocabulary_size={vocabulary_size}, {prefix}target_vocabulary_size={target_vocabulary_size}"
         )
+
+
+# The `Transformer` constructor arguments these checks cover, in its order: all but `seed` and
+# `**kwargs`. The training config's `[model]` section takes its keys from here, so a new
+# constructor argument (added here too, which tests/training/test_config.py enforces) is a
+# new `[model]` key.
+TRANSFORMER_ARGUMENTS = tuple(inspect.signature(validate_transformer_args).parameters)[:-1]
 
 
 def _check_int(name, value, minimum):

@@ -137,10 +137,9 @@ class Translator(keras.Model):
 
     A `keras_transformer.text.TranslationPreprocessor` (the translation contract: `[START]
     pieces [END]`, truncation, empty input, buckets), a `keras_transformer.generation.Generator`
-    (compiled cached search: beam size 4, `alpha=0.6`, at most `source_length + extra_length`
-    new tokens, as in the paper §6.1) and detokenization. An empty sentence translates to `""`
-    (score `0.0`); invalid UTF-8 becomes U+FFFD and unknown characters `[UNK]`: no input string
-    raises. A repeated call never recompiles. `translator.save("translator.keras")` writes
+    (compiled cached search, never recompiled by a repeated call) and detokenization. An empty
+    sentence translates to `""` (score `0.0`); invalid UTF-8 becomes U+FFFD and unknown
+    characters `[UNK]`: no input string raises. `translator.save("translator.keras")` writes
     weights, configuration and vocabulary; `Translator.load` (or `keras.saving.load_model`)
     reads it under any backend; `keras_transformer.export` serves it as a SavedModel.
 
@@ -161,8 +160,8 @@ class Translator(keras.Model):
         bucket_boundaries: ascending list of int `>= 2`, the padded source lengths. Defaults to
             `None`: `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
         jit_compile: bool. Compile the search (XLA on TensorFlow, `jax.jit` on JAX; PyTorch
-            runs eagerly under `torch.no_grad()`); `False`, quicker for a few one-off calls,
-            runs it eagerly. Defaults to `True`.
+            runs eagerly under `torch.no_grad()`); `False` (eager) is quicker for a few
+            one-off calls. Defaults to `True`.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -186,8 +185,8 @@ class Translator(keras.Model):
     (2, '')
 
     References:
-        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1: beam size 4,
-          length penalty 0.6, maximum output length input length + 50.
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), §6.1: the defaults (beam
+          size 4, length penalty 0.6, at most input length + 50 tokens).
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144): the length penalty.
     """
 
@@ -206,13 +205,7 @@ class Translator(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_search_options(beam_size, alpha, None)
-        for name, value in (("extra_length", extra_length), ("batch_size", batch_size)):
-            _check_positive_int(name, value)
-        if not all(hasattr(model, attr) for attr in ("encode", "init_cache", "decode_step")):
-            raise ValueError(
-                f"`model` must be a `keras_transformer.Transformer`. Received: model={model!r}"
-            )
+        _check_arguments(model, beam_size, alpha, extra_length, batch_size)
         self.model = model
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer
@@ -245,8 +238,7 @@ class Translator(keras.Model):
 
         Args:
             sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search.
-                Defaults to `None`.
+            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search. Defaults to `None`.
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses of the beam search, best first. Defaults to `None`: the best only.
@@ -255,15 +247,15 @@ class Translator(keras.Model):
                 Defaults to `False`.
 
         Returns:
-            Without `num_hypotheses`: a `Translation` for one sentence, a `list[Translation]`
-            for a list. With `num_hypotheses=n`: a `list[Translation]` of the `n` best
-            hypotheses (sorted by score, best first; the first is the 1-best translation) for
-            one sentence, one such list per sentence for a list. A sentence without any token
-            has the single hypothesis `""`.
+            A `Translation` for one sentence, a `list[Translation]` for a list. With
+            `num_hypotheses=n`, each is instead a list of the `n` best hypotheses, best first
+            (the first is the 1-best translation). A sentence without any token has the
+            single hypothesis `""`.
         """
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
         check_search_options(beam_size, alpha, num_hypotheses)
+        targets = self.preprocessor._targets
 
         def search(source_ids, bucket):
             import tensorflow as tf
@@ -271,21 +263,15 @@ class Translator(keras.Model):
             ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
             rows = self.preprocessor.pad_batch(ragged, bucket).numpy()
             sequences, scores = self.generator(rows, beam_size=beam_size, alpha=alpha)
-            targets = self.preprocessor._targets
             return [
                 [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
                 for row in zip(sequences[: len(source_ids)], scores)
             ]
 
-        start_id = self.preprocessor._targets.start_id
-        attention = functools.partial(cross_attention, self.model, start_id)
+        attention = functools.partial(cross_attention, self.model, targets.start_id)
+        attention = attention if return_attention else None
         return run_translation(
-            self.preprocessor,
-            sentences,
-            search,
-            self.batch_size,
-            num_hypotheses,
-            attention if return_attention else None,
+            self.preprocessor, sentences, search, self.batch_size, num_hypotheses, attention
         )
 
     @property
@@ -325,27 +311,16 @@ class Translator(keras.Model):
 
     @classmethod
     def load(cls, path):
-        """Loads a `Translator` saved with `translator.save(path)` (a `.keras` file).
-
-        Args:
-            path: str or `os.PathLike`. The `.keras` file.
-
-        Raises:
-            FileNotFoundError: `path` is not a file.
-            ValueError: `path` is not a `.keras` archive (e.g. a truncated copy), or holds
-                something other than a Translator.
-        """
-        _check_archive(path)
-        translator = keras.saving.load_model(path)
-        _check_loaded(translator, cls, path)
-        return translator
+        """Loads a `Translator` written by `translator.save(path)` (a `.keras` file, str or
+        `os.PathLike`). Raises `FileNotFoundError` when there is no such file, `ValueError` when
+        it is no `.keras` archive (e.g. a truncated copy) or holds no Translator."""
+        return _load_keras_file(path, cls)
 
     def get_config(self):
-        serialize = keras.saving.serialize_keras_object
         config = {"name": self.name, "trainable": self.trainable}
         for key in ("model", "tokenizer", "target_tokenizer"):
             value = getattr(self, key)
-            config[key] = None if value is None else serialize(value)
+            config[key] = None if value is None else keras.saving.serialize_keras_object(value)
         for key in ("beam_size", "alpha", "max_source_length", "extra_length", "batch_size"):
             config[key] = getattr(self, key)
         config["bucket_boundaries"] = list(self.bucket_boundaries)
@@ -357,7 +332,29 @@ class Translator(keras.Model):
         return cls(**_checked_config(config))
 
 
-def _check_archive(path):
+def _check_arguments(model, beam_size, alpha, extra_length, batch_size):
+    """The checks of `Translator.__init__` (its configuration's are `_checked_config`)."""
+    check_search_options(beam_size, alpha, None)
+    for name, value in (("extra_length", extra_length), ("batch_size", batch_size)):
+        _check_positive_int(name, value)
+    if not all(hasattr(model, attr) for attr in ("encode", "init_cache", "decode_step")):
+        raise ValueError(
+            f"`model` must be a `keras_transformer.Transformer`. Received: model={model!r}"
+        )
+
+
+def _load_keras_file(path, cls):
+    """`Translator.load`: the `cls` instance of a `.keras` file.
+
+    Args:
+        path: str or `os.PathLike`. The `.keras` file.
+        cls: the class the file must hold (`Translator` or a subclass).
+
+    Raises:
+        FileNotFoundError: `path` is not a file.
+        ValueError: `path` is not a `.keras` archive (e.g. a truncated copy), holds something
+            other than a `cls`, or a tokenizer without its vocabulary asset.
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No Translator .keras file at {str(path)!r}")
     if not zipfile.is_zipfile(path):
@@ -366,9 +363,7 @@ def _check_archive(path):
             f"`path` is not a valid .keras archive (a zip file); it may be truncated or "
             f"still being written. Received: path={str(path)!r}"
         )
-
-
-def _check_loaded(translator, cls, path):
+    translator = keras.saving.load_model(path)
     if not isinstance(translator, cls):
         raise ValueError(
             f"`path` does not hold a Translator but a {type(translator).__name__}. "
@@ -381,6 +376,7 @@ def _check_loaded(translator, cls, path):
                 f"`path` holds no vocabulary asset for the tokenizer {tokenizer.name!r}. "
                 f"Received: path={str(path)!r}"
             )
+    return translator
 
 
 def _checked_config(config):

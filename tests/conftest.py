@@ -1,4 +1,7 @@
+import fcntl
+import json
 import os
+import shutil
 
 import keras
 import pytest
@@ -36,19 +39,61 @@ def _reset_keras_state():
     keras.backend.clear_session()
 
 
+def shared_directory(tmp_path_factory, name, write):
+    """A directory that `write(directory)` fills once per test run.
+
+    pytest-xdist gives each worker its own session, so a session fixture runs once per
+    worker; here the first worker to take the lock writes the directory under the run's
+    common temporary directory and the others wait for it and read it. A worker that failed
+    to write leaves it incomplete, and the next one writes it again.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        directory = tmp_path_factory.mktemp(name)
+        write(directory)
+        return directory
+    root = tmp_path_factory.getbasetemp().parent  # This run's, shared by its workers.
+    directory = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+        if not (directory / ".complete").exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+            write(directory)
+            (directory / ".complete").touch()
+    return directory
+
+
 @pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    """`(translator, keras_path, saved_model_path)`: the number-words Translator of
-    `tests/export_helpers.py`, trained, saved and exported once per session (TensorFlow only)."""
+def number_translator(tmp_path_factory):
+    """`(translator, test_pairs, keras_path)`: the number-words Translator of
+    `tests/export_helpers.py`, trained once per test run on the current backend (the
+    pytest-xdist workers share it) and loaded from its `.keras` file."""
+    from keras_transformer.translator import Translator
+    from tests.export_helpers import train_number_translator
+
+    def write(directory):
+        translator, test_pairs = train_number_translator()
+        translator.save(directory / "translator.keras")
+        (directory / "test_pairs.json").write_text(json.dumps(test_pairs), encoding="utf-8")
+
+    directory = shared_directory(tmp_path_factory, f"number_translator_{keras.backend.backend()}", write)
+    test_pairs = json.loads((directory / "test_pairs.json").read_text(encoding="utf-8"))
+    keras_path = directory / "translator.keras"
+    return Translator.load(keras_path), [tuple(pair) for pair in test_pairs], keras_path
+
+
+@pytest.fixture(scope="session")
+def exported(request, tmp_path_factory):
+    """`(translator, keras_path, saved_model_path)`: `number_translator` exported as a
+    SavedModel once per test run (TensorFlow only)."""
     if keras.backend.backend() != "tensorflow":
         pytest.skip("SavedModel export runs on the TensorFlow backend")
     from keras_transformer.export import export_saved_model
-    from tests.export_helpers import train_number_translator
 
-    directory = tmp_path_factory.mktemp("exported_number_translator")
-    keras_path = directory / "translator.keras"
-    saved_model_path = directory / "saved_model"
-    translator = train_number_translator()
-    translator.save(keras_path)
-    export_saved_model(translator, saved_model_path)
-    return translator, keras_path, saved_model_path
+    translator, _, keras_path = request.getfixturevalue("number_translator")
+    directory = shared_directory(
+        tmp_path_factory,
+        "number_translator_saved_model",
+        lambda directory: export_saved_model(translator, directory / "saved_model"),
+    )
+    return translator, keras_path, directory / "saved_model"

@@ -1,7 +1,9 @@
-"""The number-words Translator that `tests/test_export.py` and `tests/test_cli.py` share.
+"""The number-words Translator that `tests/test_export.py`, `tests/test_cli.py` and
+`tests/test_ctranslate2.py` share.
 
-A helper module (not a test module): the `exported` fixture in `tests/conftest.py` trains and
-exports it once per session; the tests import the sentences they send to it from here."""
+A helper module (not a test module): the `number_translator` fixture in `tests/conftest.py`
+trains it once per test run, and `exported` exports it; the tests import the sentences they
+send to it from here."""
 
 import keras
 
@@ -29,14 +31,17 @@ BAD_INPUTS = [
 ]
 TRUNCATED = [False, False, False, True, False, False, False]
 
-def train_number_translator(num_train=2000, epochs=4, **translator_kwargs):
-    """A tiny Translator trained on Spanish -> English number words (~20 s on TensorFlow)."""
+def train_number_translator():
+    """`(translator, test_pairs)`: a tiny Translator trained on Spanish -> English number words
+    (2,000 pairs, 4 epochs: about 20 s on TensorFlow) and 100 held-out test pairs.
+
+    The `number_translator` fixture of `tests/conftest.py` trains it once per test run."""
     from keras_transformer.data import make_dataset
     from keras_transformer.datasets import number_words
     from keras_transformer.text import train_tokenizer
 
     keras.utils.set_random_seed(0)
-    splits = number_words(num_train=num_train, num_validation=0, num_test=0, max_number=5000)
+    splits = number_words(num_train=2000, num_validation=0, num_test=100, max_number=5000)
     tokenizer = train_tokenizer([text for pair in splits.train for text in pair], 400)
     # One bucket, so the train step is traced once.
     data = make_dataset(
@@ -46,13 +51,10 @@ def train_number_translator(num_train=2000, epochs=4, **translator_kwargs):
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
     )
-    model.fit(data.dataset, epochs=epochs, verbose=0)
-    translator_kwargs = {
-        "max_source_length": MAX_SOURCE_LENGTH,
-        "bucket_boundaries": (16,),
-        # In-process translations (the expected outputs) run eagerly: a few sentences cost
-        # less than an XLA compile per shape. The SavedModel is compiled either way.
-        "jit_compile": False,
-        **translator_kwargs,
-    }
-    return Translator(model, tokenizer, **translator_kwargs)
+    model.fit(data.dataset, epochs=4, verbose=0)
+    # In-process translations (the expected outputs) run eagerly: a few sentences cost less
+    # than an XLA compile per shape. The SavedModel is compiled either way.
+    translator = Translator(
+        model, tokenizer, max_source_length=MAX_SOURCE_LENGTH, bucket_boundaries=(16,), jit_compile=False
+    )
+    return translator, splits.test

@@ -1,7 +1,8 @@
 """Tests for `keras_transformer.ctranslate2`: CTranslate2 export and `CTranslate2Translator`.
 
-A tiny Translator is trained once per module, on the current backend, on Spanish -> English
-number words (a held-out test split of 100 numbers), and exported; CTranslate2's float32
+The tiny Translator trained on Spanish -> English number words by the `number_translator`
+fixture (`tests/conftest.py`, shared with the export and CLI tests; on the current backend,
+with a held-out test split of 100 numbers) is exported; CTranslate2's float32
 outputs must then be the very tokens our `Translator` generates, for greedy and beam search.
 Skipped when `ctranslate2` is not installed.
 """
@@ -12,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import LabelSmoothedCrossentropy, Transformer, cli, transformer_adam
+from keras_transformer import Transformer, cli
 from keras_transformer.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -33,34 +34,20 @@ BAD_INPUTS = [
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """`(translator, test_pairs, float32 directory, .keras path)`, trained for a few seconds."""
-    from keras_transformer.data import make_dataset
-    from keras_transformer.datasets import number_words
-    from keras_transformer.text import train_tokenizer
-
-    keras.utils.set_random_seed(0)
-    splits = number_words(num_train=2000, num_validation=0, num_test=100, max_number=5000)
-    tokenizer = train_tokenizer([text for pair in splits.train for text in pair], 400)
-    data = make_dataset(
-        splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
-    )
-    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
-    model.compile(
-        optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
-    )
-    model.fit(data.dataset, epochs=4, verbose=0)
+def trained(number_translator, tmp_path_factory):
+    """`(translator, test_pairs, float32 directory, .keras path)`: the `number_translator` of
+    `tests/conftest.py`, its searches compiled on JAX, exported to CTranslate2."""
+    shared, test_pairs, keras_path = number_translator
     translator = Translator(
-        model,
-        tokenizer,
-        max_source_length=32,
-        bucket_boundaries=(16,),
+        shared.model,
+        shared.tokenizer,
+        max_source_length=shared.max_source_length,
+        bucket_boundaries=shared.bucket_boundaries,
         jit_compile=BACKEND == "jax",
     )
     directory = tmp_path_factory.mktemp("ctranslate2")
-    translator.save(directory / "translator.keras")
     export_ctranslate2(translator, directory / "float32")
-    return translator, splits.test, directory / "float32", directory / "translator.keras"
+    return translator, test_pairs, directory / "float32", keras_path
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ which runs on JAX and PyTorch (it trains and saves there, and exports in a
 `KERAS_BACKEND=tensorflow` subprocess).
 
 The SavedModel comes from the `exported` fixture of `tests/conftest.py`, built once per test
-session (also for `tests/test_cli.py`): a tiny Transformer trained for a few seconds on
+run (also for `tests/test_cli.py`): a tiny Transformer trained for a few seconds on
 Spanish -> English number words, wrapped in a `Translator` with `max_source_length=32`, saved and exported.
 """
 
@@ -30,7 +30,6 @@ from tests.export_helpers import (
     MAX_SOURCE_LENGTH,
     SENTENCES,
     TRUNCATED,
-    train_number_translator,
 )
 
 BACKEND = keras.backend.backend()
@@ -324,9 +323,13 @@ def test_model_export_of_the_token_model(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(BACKEND == "tensorflow", reason="exports from the JAX and PyTorch backends")
-def test_export_from_another_backend(tmp_path):
+def test_export_from_another_backend(number_translator, tmp_path):
     # Trained and saved under this backend; exported in a KERAS_BACKEND=tensorflow subprocess.
-    translator = train_number_translator(num_train=600, epochs=1, extra_length=10)
+    shared = number_translator[0]
+    translator = Translator(
+        shared.model, shared.tokenizer, max_source_length=MAX_SOURCE_LENGTH,
+        bucket_boundaries=shared.bucket_boundaries, extra_length=10, jit_compile=False,
+    )
     expected = translator(SENTENCES)
     path = export_saved_model(translator, tmp_path / "exported")
     assert read_metadata(path)["max_source_length"] == MAX_SOURCE_LENGTH

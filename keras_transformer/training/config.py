@@ -35,11 +35,10 @@ from keras_transformer import datasets
 from keras_transformer._checks import is_int, is_number
 from keras_transformer.data.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
-from keras_transformer.hyperparameters import validate_transformer_args
+from keras_transformer.hyperparameters import TRANSFORMER_ARGUMENTS, validate_transformer_args
 
 DATASETS = ("number_words", "sword_bible", "tsv")
 TOKENIZERS = ("wordpiece", "sentencepiece")
-PRESETS = ("", *MODEL_PRESETS)
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
 # The validation metrics `training.keep_best` can watch, and whether larger is better.
@@ -116,40 +115,46 @@ class DataConfig:
     bucket_boundaries: list = dataclasses.field(default_factory=list)
 
 
+# `Transformer` arguments that a run sets from other settings, and where.
+MODEL_ARGUMENTS_SET_ELSEWHERE = {
+    "vocabulary_size": "data.vocabulary_size",
+    "target_vocabulary_size": "data.vocabulary_size",  # One shared vocabulary.
+    "seed": "training.seed",
+}
+
+# One field per `Transformer` argument that `[model]` sets, unset (`None`) by default: the
+# names are the model's own checks' (`hyperparameters.TRANSFORMER_ARGUMENTS`), and so are
+# the checks of their values (`validate`); nothing about them is declared here.
+_TransformerArguments = dataclasses.make_dataclass(
+    "_TransformerArguments",
+    [
+        (name, object, dataclasses.field(default=None))
+        for name in TRANSFORMER_ARGUMENTS
+        if name not in MODEL_ARGUMENTS_SET_ELSEWHERE
+    ],
+)
+
+
 @dataclasses.dataclass
-class ModelConfig:
-    """`[model]`: the Transformer. A field left out takes the preset's value.
+class ModelConfig(_TransformerArguments):
+    """`[model]`: the Transformer, as a preset and any of its constructor arguments.
+
+    Besides `preset`, the keys are the arguments of `keras_transformer.Transformer`, with its
+    meanings (`num_layers`, `num_decoder_layers`, `d_model`, `num_heads`, `ff_dim`,
+    `dropout`, `attention_dropout`, `activation`, `norm_first`, `share_embeddings`,
+    `layer_norm_epsilon`, and any argument it gains), except `vocabulary_size` and
+    `target_vocabulary_size` (the trained tokenizer's, see `data.vocabulary_size`) and `seed`
+    (`training.seed`). An argument left out takes the preset's value, else the `Transformer`
+    default; the values are checked by the `Transformer`'s own checks, preset values
+    included.
 
     Args:
-        preset: str. `"tiny"`, `"base"` or `"big"` (paper Table 3), or `""` for explicit sizes
-            only (then a missing size takes the `Transformer` default, the base model's).
+        preset: str. `"tiny"`, `"base"` or `"big"` (paper Table 3), or `""` for the
+            `Transformer` defaults (the base model's sizes) and explicit arguments only.
             Defaults to `"base"`.
-        num_layers: int. Encoder layers (paper base: 6). Defaults to `None` (preset).
-        num_decoder_layers: int. Decoder layers. Defaults to `None` (`num_layers`).
-        d_model: int. Model width (paper base: 512). Defaults to `None` (preset).
-        num_heads: int. Attention heads (paper base: 8). Defaults to `None` (preset).
-        ff_dim: int. Inner feed-forward width (paper base: 2048). Defaults to `None` (preset).
-        dropout: float. Residual and embedding dropout (paper base: 0.1). Defaults to `None`
-            (preset: 0.1 for tiny and base, 0.3 for big).
-        attention_dropout: float. Dropout on attention probabilities. Defaults to `None` (0).
-        activation: str. Feed-forward activation. Defaults to `None` (`"relu"`).
-        norm_first: bool. Pre-LN blocks instead of the paper's post-LN. Defaults to `None`
-            (`False`).
-        share_embeddings: bool. One matrix for source and target embeddings and the softmax
-            projection (paper §3.4). Defaults to `True`.
     """
 
     preset: str = "base"
-    num_layers: int | None = None
-    num_decoder_layers: int | None = None
-    d_model: int | None = None
-    num_heads: int | None = None
-    ff_dim: int | None = None
-    dropout: float | None = None
-    attention_dropout: float | None = None
-    activation: str | None = None
-    norm_first: bool | None = None
-    share_embeddings: bool = True
 
     def overrides(self):
         """The constructor arguments of `Transformer` set in this section (`None`s left out)."""
@@ -402,6 +407,8 @@ class TrainingConfig:
                     f"`{name}` must be a table of settings. Received: {name}={section_values!r}"
                 )
             known = {field.name for field in dataclasses.fields(section_class)}
+            if name == "model":
+                _check_arguments_set_elsewhere(section_values)
             unknown = sorted(set(section_values) - known)
             if unknown:
                 raise ConfigError(
@@ -459,7 +466,7 @@ class TrainingConfig:
             )
         if data.dataset == "tsv" and not data.path:
             raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
-        _check_choice("model.preset", model.preset, PRESETS)
+        _check_choice("model.preset", model.preset, ("", *MODEL_PRESETS))
         _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
         _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
         if training.jit_compile not in (True, False, "auto"):
@@ -744,6 +751,15 @@ def _check_keep_best(config):
             "watch `val_loss` instead. Received: distribution.num_processes="
             f"{config.distribution.num_processes}"
         )
+
+
+def _check_arguments_set_elsewhere(section_values):
+    for key in section_values:
+        if key in MODEL_ARGUMENTS_SET_ELSEWHERE:
+            raise ConfigError(
+                f"`model.{key}` is not a [model] setting: the run sets it from "
+                f"`{MODEL_ARGUMENTS_SET_ELSEWHERE[key]}`. Received: model.{key}={section_values[key]!r}"
+            )
 
 
 def _check_choice(name, value, choices):

@@ -3,6 +3,7 @@
 import argparse
 import glob
 import inspect
+import json
 import os
 import re
 
@@ -27,8 +28,8 @@ def test_defaults_are_the_paper_recipe():
     )
     assert config.optimizer.warmup_steps == 4000
     assert config.training.label_smoothing == 0.1
-    assert config.model.preset == "base" and config.model.share_embeddings
-    assert config.model.dropout is None  # the preset's: 0.1 for base
+    # Base preset, Transformer defaults (shared embeddings): nothing overridden.
+    assert config.model.preset == "base" and config.model.overrides() == {}
     assert config.training.average_checkpoints == 5
     assert (config.evaluation.beam_size, config.evaluation.alpha) == (4, 0.6)
     assert config.evaluation.extra_length == 50
@@ -48,7 +49,7 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
     )
     assert load_config(toml) == load_config(yaml)
     config = load_config(toml, overrides={"training.mixed_precision": "bf16"})
-    assert config.model.overrides() == {"dropout": 0.2, "share_embeddings": True}
+    assert config.model.overrides() == {"dropout": 0.2}
     assert config.training.mixed_precision == "bf16"
 
 
@@ -74,6 +75,8 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"model": {"preset": "", "num_heads": 5}}, "model.d_model=512, model.num_heads=5"),
         ({"model": {"activation": 3}}, "model.activation=3"),
         ({"model": {"norm_first": "yes"}}, "model.norm_first='yes'"),
+        ({"model": {"layer_norm_epsilon": 0}}, "model.layer_norm_epsilon=0"),
+        ({"model": {"seed": 1}}, "training.seed"),
         ({"optimizer": {"beta_1": "x"}}, "optimizer.beta_1='x'"),
         ({"optimizer": {"beta_2": 1.0}}, "optimizer.beta_2=1.0"),
         ({"optimizer": {"epsilon": 0}}, "optimizer.epsilon=0"),
@@ -106,23 +109,42 @@ def test_an_empty_preset_is_checked_with_the_transformer_defaults():
     assert {name: parameters[name].default for name in PRESETS["base"]} == PRESETS["base"]
 
 
-def test_the_model_section_keys_are_transformer_arguments_with_its_defaults():
-    # One source of truth: `[model]` keys are `Transformer`'s own arguments, the pure-Python
-    # checks take exactly those arguments, and a default the section sets is the model's.
-    import dataclasses
-
-    from keras_transformer.hyperparameters import validate_transformer_args
+def test_every_transformer_argument_is_a_model_setting():
+    # One source of truth: `[model]` takes `Transformer`'s arguments with no list of its own,
+    # except those a run sets from another setting, which are refused naming that setting.
     from keras_transformer.models import Transformer
-    from keras_transformer.training.config import ModelConfig
+    from keras_transformer.training.config import MODEL_ARGUMENTS_SET_ELSEWHERE
 
-    model_parameters = inspect.signature(Transformer).parameters
-    checked = set(inspect.signature(validate_transformer_args).parameters) - {"prefix"}
-    assert checked == set(model_parameters) - {"seed", "kwargs"}
-    fields = {field.name: field.default for field in dataclasses.fields(ModelConfig)}
-    del fields["preset"]
-    assert set(fields) <= checked
-    for name, default in fields.items():
-        assert default is None or default == model_parameters[name].default, name
+    parameters = dict(inspect.signature(Transformer).parameters)
+    del parameters["kwargs"]
+    assert set(MODEL_ARGUMENTS_SET_ELSEWHERE) < set(parameters)
+    for name, parameter in parameters.items():
+        if name in MODEL_ARGUMENTS_SET_ELSEWHERE:
+            with pytest.raises(ConfigError, match=re.escape(MODEL_ARGUMENTS_SET_ELSEWHERE[name])):
+                TrainingConfig.from_dict({"model": {name: 10}})
+            continue
+        value = 3 if parameter.default is None else parameter.default
+        config = TrainingConfig.from_dict({"model": {"preset": "", name: value}})
+        assert config.model.overrides() == {name: value}, name
+
+
+def test_an_unknown_model_setting_is_named_with_the_accepted_ones():
+    with pytest.raises(ConfigError) as error_info:
+        TrainingConfig.from_dict({"model": {"preset": "tiny", "d_modle": 32}})
+    message = str(error_info.value)
+    assert "['d_modle'] in [model]" in message
+    for name in ("preset", "d_model", "layer_norm_epsilon", "share_embeddings"):
+        assert repr(name) in message.split("known:")[1], name
+
+
+def test_the_model_section_round_trips_through_the_runs_json():
+    # `train_config.json` (to_dict as JSON) is what a resumed run reads back.
+    config = TrainingConfig.from_dict(
+        {"model": {"preset": "tiny", "d_model": 32, "layer_norm_epsilon": 1e-5, "norm_first": True}}
+    )
+    again = TrainingConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config
+    assert again.model.overrides() == {"d_model": 32, "norm_first": True, "layer_norm_epsilon": 1e-5}
 
 
 def test_the_model_section_is_checked_by_the_transformers_own_checks():
