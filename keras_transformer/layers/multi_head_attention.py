@@ -71,7 +71,10 @@ class MultiHeadAttention(keras.layers.Layer):
             keys/values of the new positions are written into it at `cache_index`
             (static shapes, `slice_update`) and attention runs over the whole cache,
             masked to the positions written so far. Without `cache_index`, the cache
-            holds precomputed keys/values (cross-attention) that are used as they are.
+            holds precomputed keys/values (cross-attention) that are used as they are;
+            `query` may then have `group * batch` rows, each `group` consecutive rows (the
+            beams of one source in beam search) attending to one cache row; `value_mask`
+            then has the cache's `batch` rows, outputs and scores the query's rows.
         cache_index: int or scalar int tensor. Position of the first query token.
 
     Returns:
