@@ -171,9 +171,10 @@ def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_
     def body(state):
         index, finished = state.index, state.finished
         logits, cache = next_logits(state.tokens[:, None], state.cache, index)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (batch, vocab)
-        next_tokens = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
-        token_log_probs = ops.take_along_axis(log_probs, next_tokens[:, None], axis=-1)[:, 0]
+        logits = ops.cast(logits, "float32")  # (batch, vocab)
+        next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
+        token_logits = ops.take_along_axis(logits, next_tokens[:, None], axis=-1)
+        token_log_probs = _log_softmax_of(token_logits, logits)[:, 0]
         # A finished sequence is frozen: no score, padding tokens.
         scores = state.scores + ops.where(finished, 0.0, token_log_probs)
         next_tokens = ops.where(finished, pad_id, next_tokens)
@@ -304,17 +305,29 @@ def beam_search(
     def body(state):
         index = state.index
         logits, cache = next_logits(ops.reshape(state.alive_tokens, (-1, 1)), state.cache, index)
-        vocabulary_size = ops.shape(logits)[-1]
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = ops.reshape(log_probs, (-1, beam_size, vocabulary_size))  # (batch, beam, vocab)
+        logits = ops.cast(logits, "float32")  # (batch * beam, vocab)
 
-        # The 2 * beam_size best one-token extensions of the alive hypotheses.
-        candidate_log_probs = state.alive_log_probs[:, :, None] + log_probs
-        candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * vocabulary_size))
+        # The 2 * beam_size best one-token extensions of the alive hypotheses. Log-softmax
+        # subtracts one number per row, so the best extensions of a beam are its best logits,
+        # and the best of an example are among the 2 * beam_size best of each of its beams:
+        # two small top-k (the second over beam * 2 * beam) instead of one over
+        # beam * vocabulary, and log probabilities for the survivors only. Ties keep the
+        # order of one top-k over beam * vocabulary (lower beam, then lower token, first).
+        per_beam = min(num_candidates, ops.shape(logits)[-1])
+        top_logits, top_tokens = ops.top_k(logits, per_beam)  # (batch * beam, per_beam)
+        top_log_probs = ops.reshape(
+            _log_softmax_of(top_logits, logits), (-1, beam_size, per_beam)
+        )  # (batch, beam, per_beam)
+        candidate_log_probs = state.alive_log_probs[:, :, None] + top_log_probs
+        candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * per_beam))
         candidate_log_probs, flat_indices = ops.top_k(candidate_log_probs, num_candidates)
         flat_indices = ops.cast(flat_indices, "int32")  # (batch, 2 * beam)
-        candidate_beams = flat_indices // vocabulary_size
-        candidate_tokens = flat_indices % vocabulary_size
+        candidate_beams = flat_indices // per_beam
+        candidate_tokens = ops.take_along_axis(
+            ops.reshape(ops.cast(top_tokens, "int32"), (-1, beam_size * per_beam)),
+            flat_indices,
+            axis=1,
+        )
         candidate_sequences = _gather_beams(state.alive_sequences, candidate_beams)
         candidate_sequences = ops.where(
             positions == index, candidate_tokens[:, :, None], candidate_sequences
@@ -397,6 +410,23 @@ def beam_search(
         ops.cast(picked, "int32"),
     )
     return sequences, scores
+
+
+def _log_softmax_of(selected_logits, logits):
+    """`log_softmax(logits)` at `selected_logits` (some of each row's logits): the same
+    formula as `ops.log_softmax` (`(x - max) - log(sum(exp(logits - max)))`), without
+    writing the whole `(rows, vocabulary)` result.
+
+    Args:
+        selected_logits: float32 `(rows, k)`, logits taken from each row of `logits`.
+        logits: float32 `(rows, vocabulary)`.
+
+    Returns:
+        float32 `(rows, k)` log probabilities.
+    """
+    row_max = ops.stop_gradient(ops.max(logits, axis=-1, keepdims=True))  # (rows, 1)
+    log_sum = ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
+    return (selected_logits - row_max) - log_sum
 
 
 def _gather_beams(sequences, beam_indices):

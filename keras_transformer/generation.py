@@ -94,21 +94,24 @@ def generate(
 def cached_next_logits(model, encoder_inputs, max_new_tokens):
     """Encodes `encoder_inputs`: the `(next_logits, cache)` that `decoding`'s searches take.
 
-    `next_logits` runs `model.decode_step` on one token; the cache holds each decoder block's
-    self-attention keys/values (`max_new_tokens` positions, filled step by step) and
-    cross-attention keys/values (computed here, once), and the source padding mask.
+    `next_logits` runs `model.decode_step` on one token. The cache, which the searches carry
+    from step to step (and beam search reorders), holds each decoder block's self-attention
+    keys/values only (`max_new_tokens` positions, filled step by step). What never changes,
+    each block's cross-attention keys/values (computed here, once) and the source padding
+    mask, stays with `next_logits`, one row per source: `next_logits` may be called with
+    `group * batch` rows (beam search's `beam_size` beams per source, consecutive), and each
+    group of rows then attends to its source's row.
     """
     encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
+    layers = model.init_cache(encoder_outputs, max_new_tokens)
+    cross = [layer["cross"] for layer in layers]
 
     def next_logits(tokens, cache, index):
-        logits, layers = model.decode_step(tokens, cache["layers"], index, cache["padding_mask"])
-        return logits, {"layers": layers, "padding_mask": cache["padding_mask"]}
+        layers = [{"self": own, "cross": shared} for own, shared in zip(cache, cross, strict=True)]
+        logits, layers = model.decode_step(tokens, layers, index, padding_mask)
+        return logits, [layer["self"] for layer in layers]
 
-    cache = {
-        "layers": model.init_cache(encoder_outputs, max_new_tokens),
-        "padding_mask": padding_mask,
-    }
-    return next_logits, cache
+    return next_logits, [layer["self"] for layer in layers]
 
 
 def generate_uncached_greedy(model, encoder_inputs, start_id, end_id, max_new_tokens, pad_id=0):

@@ -104,6 +104,27 @@ def test_cached_greedy_equals_uncached_greedy(copy_generator, copy_test_inputs):
     np.testing.assert_allclose(cached_scores, uncached_scores, rtol=1e-4, atol=1e-4)
 
 
+def test_next_logits_rows_grouped_by_source_match_a_repeated_batch():
+    # Beam search calls `next_logits` with `beam_size` rows per source; the cross-attention
+    # keys/values and the padding mask stay one row per source (not in the gathered cache).
+    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE)
+    inputs = np.array([[5, 6, 7, 8], [9, 10, 0, 0]], "int32")
+    next_logits, cache = cached_next_logits(model, inputs, max_new_tokens=3)
+    repeated_logits, repeated_cache = cached_next_logits(
+        model, np.repeat(inputs, 3, axis=0), max_new_tokens=3
+    )
+    cache = keras.tree.map_structure(lambda leaf: keras.ops.repeat(leaf, 3, axis=0), cache)
+    assert len(keras.tree.flatten(cache)) == 2 * model.num_decoder_layers  # self k/v only
+    tokens = np.array([[START_ID], [4], [5], [START_ID], [6], [7]], "int32")
+    for index in range(3):
+        logits, cache = next_logits(tokens, cache, index)
+        expected, repeated_cache = repeated_logits(tokens, repeated_cache, index)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(logits), keras.ops.convert_to_numpy(expected), atol=1e-4
+        )
+        tokens = (tokens + 1) % COPY_VOCAB_SIZE
+
+
 @pytest.mark.slow
 def test_beam_size_one_equals_greedy(copy_model, copy_generator, copy_test_inputs):
     # `beam_size=1` asks for greedy search; the beam search algorithm with one beam (and no

@@ -71,7 +71,10 @@ class MultiHeadAttention(keras.layers.Layer):
             keys/values of the new positions are written into it at `cache_index`
             (static shapes, `slice_update`) and attention runs over the whole cache,
             masked to the positions written so far. Without `cache_index`, the cache
-            holds precomputed keys/values (cross-attention) that are used as they are.
+            holds precomputed keys/values (cross-attention) that are used as they are;
+            `query` may then have `group * batch` rows, each `group` consecutive rows (the
+            beams of one source in beam search) attending to one cache row; `value_mask`
+            then has the cache's `batch` rows, outputs and scores the query's rows.
         cache_index: int or scalar int tensor. Position of the first query token.
 
     Returns:
@@ -175,11 +178,19 @@ class MultiHeadAttention(keras.layers.Layer):
         if key_mask is None:
             key_mask = value_mask
         query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
-        q_len = ops.shape(query)[1]
+        query_batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         query_offset = 0
         if cache is not None and cache_index is None:
-            # Precomputed keys/values (cross-attention while decoding).
+            # Precomputed keys/values (cross-attention while decoding). `group` consecutive
+            # query rows may share one key/value row (the beams of one example in beam
+            # search): they attend as `group * q_len` queries of that row, so the keys and
+            # values are neither repeated nor copied. (b * group, q, h, dk) -> (b, group * q, h, dk)
             key_heads, value_heads = cache["key"], cache["value"]
+            key_batch = ops.shape(key_heads)[0]
+            query_heads = ops.reshape(query_heads, (key_batch, -1, self.num_heads, self._key_dim))
+            q_len = ops.shape(query_heads)[1]
+            if attention_mask is not None:
+                attention_mask = ops.reshape(attention_mask, (key_batch, q_len, -1))
         else:
             if value is None:
                 raise ValueError("`value` is required unless a precomputed `cache` is given.")
@@ -228,11 +239,20 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask=mask,
                 scale=1.0 / math.sqrt(self._key_dim),
             )  # (batch, q_len, heads, value_dim)
+        grouped = cache is not None and cache_index is None
+        if grouped:  # (b, group * q, h, dv) -> (b * group, q, h, dv)
+            q_len = ops.shape(query)[1]
+            outputs = ops.reshape(outputs, (query_batch, q_len, self.num_heads, self._value_dim))
         batch = ops.shape(outputs)[0]
         outputs = ops.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
         outputs = call_sublayer(self.output_dense, outputs)  # (batch, q_len, query_dim)
         results = (outputs,)
         if return_attention_scores:
+            if grouped:
+                # Grouped rows back apart: (b, h, group * q, k) -> (b * group, h, q, k).
+                shape = (ops.shape(scores)[0], self.num_heads, -1, ops.shape(query)[1], k_len)
+                scores = ops.transpose(ops.reshape(scores, shape), (0, 2, 1, 3, 4))
+                scores = ops.reshape(scores, (query_batch, self.num_heads, -1, k_len))
             results += (scores,)
         if cache is not None:
             results += (cache,)

@@ -120,6 +120,34 @@ def test_cache_matches_full_attention_step_by_step():
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monkeypatch):
+    # Beam search: `group` consecutive query rows (the beams of one source) attend to one
+    # precomputed cross-attention row, never repeated; same result as repeating it.
+    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
+    rng = np.random.default_rng(4)
+    context = rng.normal(size=(2, 6, 8)).astype("float32")
+    query = rng.normal(size=(2 * 3, 1, 8)).astype("float32")
+    value_mask = np.array([[1] * 6, [1] * 2 + [0] * 4], bool)
+    layer = MultiHeadAttention(num_heads=2)
+    layer(query, np.repeat(context, 3, axis=0))
+    shared = layer.precompute_cache(context)
+    repeated = {name: ops.repeat(leaf, 3, axis=0) for name, leaf in shared.items()}
+    grouped, grouped_scores, _ = layer(
+        query, value_mask=value_mask, cache=shared, return_attention_scores=True
+    )
+    expected, expected_scores, _ = layer(
+        query, value_mask=np.repeat(value_mask, 3, axis=0), cache=repeated,
+        return_attention_scores=True,
+    )
+    np.testing.assert_allclose(to_numpy(grouped), to_numpy(expected), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(grouped_scores), to_numpy(expected_scores), atol=1e-6)
+    assert to_numpy(grouped_scores)[3:, :, :, 2:].max() == 0.0  # the second source's padding
+    if not fused:  # the fused kernel is used without scores only
+        alone = layer(query, value_mask=value_mask, cache=shared)[0]
+        np.testing.assert_allclose(to_numpy(alone), to_numpy(expected), atol=1e-5)
+
+
 def test_config_symbolic_and_errors():
     layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, dropout=0.1, seed=4)
     x = np.zeros((2, 3, 8), "float32")
