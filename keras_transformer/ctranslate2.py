@@ -198,7 +198,9 @@ class CTranslate2Translator:
     sums of log probabilities.
 
     Args:
-        directory: str or `os.PathLike`. Written by `export_ctranslate2`.
+        directory: str or `os.PathLike`. Written by `export_ctranslate2`, or a base directory
+            of numbered versions (`export_ctranslate2(..., version=N)`): its highest version
+            is loaded (`keras_transformer.export.latest_version`); `self.directory` says which.
         device: str. CTranslate2 device, `"cpu"` or `"cuda"`. Defaults to `"cpu"`.
         compute_type: str. CTranslate2 compute type. Defaults to `"default"`: the type the
             model was saved with.
@@ -226,7 +228,9 @@ class CTranslate2Translator:
     ):
         import ctranslate2
 
-        directory = os.fspath(directory)
+        from keras_transformer.export import latest_version
+
+        directory = latest_version(directory)
         self.directory = directory
         settings, self.tokenizer, self.target_tokenizer = _load_settings(directory)
         self.beam_size = settings["beam_size"] if beam_size is None else beam_size

@@ -161,6 +161,9 @@ def test_cli_exports_and_translates(trained, engine, tmp_path, capsysbinary):
     assert f"wrote {base / '2'}" in capsysbinary.readouterr().err.decode()
     quantized = CTranslate2Translator(base / "2")
     assert quantized.beam_size == 2
+    # In Python too, the base path loads its highest version.
+    latest = CTranslate2Translator(base)
+    assert (latest.directory, latest.beam_size) == (str(base / "2"), 2)
     sources = [source for source, _ in test_pairs[:5]] + [""]
     # The base path translates with its highest version.
     assert cli.main(["translate", "--engine", "ctranslate2", "--model", str(base), *sources]) == 0
