@@ -9,6 +9,7 @@ already loaded. What the kernels buy is measured in `docs/benchmarks.md`.
 
 import contextlib
 import functools
+import os
 
 import keras
 import numpy as np
@@ -332,6 +333,19 @@ def compile_inference(function, variables, jit_compile, on_trace=None):
 
         return call
     return function
+
+
+def concurrent_searches(jit_compile):
+    """How many compiled searches a `Translator` runs at once by default.
+
+    A search compiled by XLA (TensorFlow) or `jax.jit` runs its small per-step operations on
+    about one CPU core, and releases the GIL: two at once keep two cores busy. PyTorch's eager
+    search already spreads each operation over `torch.get_num_threads()` threads, and an
+    uncompiled search holds the GIL between operations, so both run one at a time.
+    """
+    if jit_compile and keras.backend.backend() in ("tensorflow", "jax"):
+        return max(1, min(2, os.cpu_count() or 1))
+    return 1
 
 
 def no_grad():

@@ -24,6 +24,8 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 (padded) source length + `extra_length` new tokens.
 """
 
+import threading
+
 import numpy as np
 from keras import ops
 
@@ -246,6 +248,8 @@ class Generator:
         self.jit_compile = bool(jit_compile)
         self.trace_count = 0
         self._functions = {}
+        # A Translator may search several batches at once, from several threads.
+        self._lock = threading.Lock()
 
     def __call__(self, encoder_inputs, beam_size=4, alpha=0.6, max_new_tokens=None):
         return self._run(encoder_inputs, max_new_tokens, beam_size, alpha)
@@ -288,9 +292,10 @@ class Generator:
     def _function(self, max_new_tokens, beam_size, alpha):
         _check_positive_int("max_new_tokens", max_new_tokens)
         key = (int(max_new_tokens), beam_size, float(alpha))
-        if key not in self._functions:
-            self._functions[key] = self._compile(*key)
-        return self._functions[key]
+        with self._lock:
+            if key not in self._functions:
+                self._functions[key] = self._compile(*key)
+            return self._functions[key]
 
     def _compile(self, max_new_tokens, beam_size, alpha):
         model = self.model

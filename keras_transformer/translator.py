@@ -8,6 +8,7 @@ import zipfile
 
 import keras
 
+from keras_transformer import _backend
 from keras_transformer.data.buckets import bucket_batches, padded_batch_size
 from keras_transformer.decoding import _check_alpha
 from keras_transformer.generation import Generator, _check_positive_int, cross_attention, trim
@@ -60,14 +61,17 @@ def check_search_options(beam_size, alpha, num_hypotheses):
         )
 
 
-def run_translation(preprocessor, sentences, search, batch_size, num_hypotheses, attention=None):
+def run_translation(
+    preprocessor, sentences, search, batch_size, num_hypotheses, attention=None, workers=1
+):
     """The steps every translation engine shares, around its own search.
 
     Sentences go through `preprocessor.generate_preprocess` (the translation contract); the
     non-empty ones are grouped `batch_size` at a time within a length bucket
-    (`keras_transformer.data.buckets.bucket_batches`) and handed to `search`; the hypotheses
-    are detokenized with `preprocessor.generate_postprocess`. An empty sentence translates to
-    `""` with score `0.0` without any search.
+    (`keras_transformer.data.buckets.bucket_batches`) and handed to `search`, `workers`
+    batches at a time; the hypotheses are detokenized with
+    `preprocessor.generate_postprocess`. An empty sentence translates to `""` with score `0.0`
+    without any search.
 
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
@@ -80,6 +84,8 @@ def run_translation(preprocessor, sentences, search, batch_size, num_hypotheses,
         num_hypotheses: int or `None`, as in `Translator.translate`.
         attention: callable `(source_ids, tokens) -> array`, to fill `Translation.attention`.
             Defaults to `None`.
+        workers: int. Batches searched at once, each by its own thread (`search` must then be
+            thread-safe). The results do not depend on it. Defaults to `1`.
 
     Returns:
         As `Translator.translate`.
@@ -93,8 +99,13 @@ def run_translation(preprocessor, sentences, search, batch_size, num_hypotheses,
     empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
     lengths = {index: len(ids) for index, ids in enumerate(source_ids) if not empty[index]}
     found = {}  # index -> [(tokens, score)], best first
-    for bucket, indices in bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size):
-        hypotheses = search([source_ids[index] for index in indices], bucket)
+
+    def run(batch):
+        bucket, indices = batch
+        return indices, search([source_ids[index] for index in indices], bucket)
+
+    batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
+    for indices, hypotheses in _map(run, batches, workers):
         for index, options in zip(indices, hypotheses, strict=True):
             found[index] = options[: num_hypotheses or 1]
     texts = _detokenize(
@@ -118,6 +129,19 @@ def run_translation(preprocessor, sentences, search, batch_size, num_hypotheses,
             )
         results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
     return results[0] if single else results
+
+
+def _map(function, items, workers):
+    """`map(function, items)`, in order, run by `workers` threads when that is more than one.
+
+    The compiled searches (XLA, `jax.jit`) release the GIL and use about one core each on a
+    CPU, so two batches at once keep two cores busy."""
+    if workers <= 1 or len(items) <= 1:
+        return map(function, items)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as executor:
+        return list(executor.map(function, items))
 
 
 def _detokenize(preprocessor, sequences):
@@ -162,6 +186,11 @@ class Translator(keras.Model):
         jit_compile: bool. Compile the search (XLA on TensorFlow, `jax.jit` on JAX; PyTorch
             runs eagerly under `torch.no_grad()`); `False` (eager) is quicker for a few
             one-off calls. Defaults to `True`.
+        concurrent_batches: int `>= 1`. Batches searched at once, each by its own thread, when
+            a call has several. A compiled search (XLA, `jax.jit`) keeps about one CPU core
+            busy, so two at once use two cores; outputs do not change. Defaults to `None`:
+            `min(2, os.cpu_count())` for a compiled search on TensorFlow or JAX, else `1`
+            (PyTorch's eager search already uses every thread `torch.set_num_threads` gives).
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -202,10 +231,13 @@ class Translator(keras.Model):
         batch_size=32,
         bucket_boundaries=None,
         jit_compile=True,
+        concurrent_batches=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         _check_arguments(model, beam_size, alpha, extra_length, batch_size)
+        if concurrent_batches is not None:
+            _check_positive_int("concurrent_batches", concurrent_batches)
         self.model = model
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer
@@ -220,6 +252,7 @@ class Translator(keras.Model):
         self.batch_size = batch_size
         self.bucket_boundaries = self.preprocessor.bucket_boundaries
         self.jit_compile = bool(jit_compile)
+        self.concurrent_batches = concurrent_batches
         # Strings in, strings out: Keras must not convert the inputs to backend tensors.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -271,7 +304,13 @@ class Translator(keras.Model):
         attention = functools.partial(cross_attention, self.model, targets.start_id)
         attention = attention if return_attention else None
         return run_translation(
-            self.preprocessor, sentences, search, self.batch_size, num_hypotheses, attention
+            self.preprocessor,
+            sentences,
+            search,
+            self.batch_size,
+            num_hypotheses,
+            attention,
+            workers=self._workers(),
         )
 
     @property
@@ -292,6 +331,12 @@ class Translator(keras.Model):
             extra_length=self.extra_length,
             jit_compile=jit_compile,
         )
+
+    def _workers(self):
+        """How many batches a call searches at once (`concurrent_batches`)."""
+        if self.concurrent_batches is not None:
+            return self.concurrent_batches
+        return _backend.concurrent_searches(self.jit_compile)
 
     # === Saving ===
     def save_to_preset(self, directory):
@@ -325,6 +370,7 @@ class Translator(keras.Model):
             config[key] = getattr(self, key)
         config["bucket_boundaries"] = list(self.bucket_boundaries)
         config["jit_compile"] = self.jit_compile
+        config["concurrent_batches"] = self.concurrent_batches
         return config
 
     @classmethod

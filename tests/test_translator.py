@@ -126,6 +126,8 @@ def test_non_string_inputs_raise_value_error(translator):
         ({"max_source_length": 2}, "max_source_length=2"),
         ({"extra_length": 0}, "extra_length=0"),
         ({"batch_size": 0}, "batch_size=0"),
+        ({"concurrent_batches": 0}, "concurrent_batches=0"),
+        ({"concurrent_batches": 1.5}, "concurrent_batches=1.5"),
         ({"bucket_boundaries": [16, 8]}, r"bucket_boundaries=\[16, 8\]"),
     ],
 )
@@ -181,6 +183,43 @@ def test_translator_second_call_does_not_retrace(tokenizer):
     translator(SENTENCES)
     translator(list(reversed(SENTENCES)))  # Same buckets and batch sizes.
     assert translator.generator.trace_count == traces
+
+
+def test_concurrent_batches_change_nothing_but_the_threads(tokenizer):
+    translator = make_translator(tokenizer, batch_size=2, max_source_length=16)
+    one_at_a_time = translator.translate(SENTENCES * 2, beam_size=2, num_hypotheses=2)
+    translator.concurrent_batches = 3  # 5 batches of at most 2 sentences, 3 at once
+    concurrent = translator.translate(SENTENCES * 2, beam_size=2, num_hypotheses=2)
+    assert concurrent == one_at_a_time
+    assert Translator.from_config(translator.get_config()).concurrent_batches == 3
+
+
+def test_run_translation_searches_batches_in_threads_and_keeps_the_order(translator):
+    import threading
+
+    from keras_transformer.translator import run_translation
+
+    threads, calls, lock = set(), [], threading.Lock()
+    started = threading.Barrier(2, timeout=30)
+    targets = translator.preprocessor._targets
+
+    def search(source_ids, bucket):
+        with lock:
+            threads.add(threading.get_ident())
+            calls.append(bucket)
+            first_two = len(calls) <= 2
+        if first_two:
+            started.wait()  # The first two batches must be searched at the same time.
+        # "Translate" each source to its own first piece, then the end token.
+        return [[([ids[1], targets.end_id], -float(len(ids)))] for ids in source_ids]
+
+    sentences = SENTENCES * 2
+    results = run_translation(translator.preprocessor, sentences, search, 1, None, workers=2)
+    assert len(threads) == 2 and len(calls) == len(sentences)
+    # Each result holds its own source's search result.
+    assert all(r.target_tokens == [r.source_tokens[1], "[END]"] for r in results)
+    assert [r.score for r in results] == [-float(len(r.source_tokens)) for r in results]
+    assert [r.source_tokens for r in results[:5]] == [r.source_tokens for r in results[5:]]
 
 
 def test_n_best_lists_are_sorted_and_start_with_the_best(translator):
