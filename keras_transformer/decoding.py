@@ -39,6 +39,22 @@ _INVALID_LOG_PROB = -1.0e7
 _FORBIDDEN_LOG_PROB = -1.0e9
 
 
+class BeamCache(NamedTuple):
+    """A beam-search cache in two parts: one reordered with the hypotheses, one left in place.
+
+    `beam_search` gathers the rows of every leaf of a plain cache whenever it reselects the
+    alive hypotheses. A `BeamCache` asks it to gather `hypotheses` only: `slots` keeps its
+    rows where they are (row `b * beam_size + k` stays beam slot `k` of example `b`, whichever
+    hypothesis holds it). A `next_logits` that records in `hypotheses` which slot holds each
+    position of a hypothesis' past can then read that past where it was written, instead of
+    having the search copy it from row to row at every step (see
+    `keras_transformer.generation.cached_next_logits`).
+    """
+
+    hypotheses: Any  # pytree of tensors, (batch * beam) rows: reordered with the beams
+    slots: Any  # pytree of tensors, (batch * beam) rows: never reordered
+
+
 class _GreedyState(NamedTuple):
     """Loop state of `greedy_search`."""
 
@@ -234,7 +250,7 @@ def beam_search(
     The cache is expanded to `batch * beam_size` rows (each example repeated `beam_size`
     times, row `b * beam_size + k` is beam `k` of example `b`) and its rows are gathered
     along axis 0 whenever the alive beams are reselected, so every row always belongs to the
-    hypothesis it decodes.
+    hypothesis it decodes. A `BeamCache` has only its `hypotheses` part gathered.
 
     Args:
         next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
@@ -343,7 +359,7 @@ def beam_search(
         alive_tokens = ops.take_along_axis(candidate_tokens, picked, axis=1)
         source_beams = ops.take_along_axis(candidate_beams, picked, axis=1)
         source_rows = ops.reshape(source_beams + row_offsets, (-1,))  # (batch * beam,)
-        cache = keras.tree.map_structure(lambda leaf: ops.take(leaf, source_rows, axis=0), cache)
+        cache = _reorder(cache, source_rows)
 
         # Finished: the candidates that ended among the beam_size best of this step (the
         # beam proper; extensions of real hypotheses only) join the finished set, which
@@ -410,6 +426,17 @@ def beam_search(
         ops.cast(picked, "int32"),
     )
     return sequences, scores
+
+
+def _reorder(cache, rows):
+    """`cache` with the rows `rows` of each leaf (of `hypotheses` only for a `BeamCache`)."""
+
+    def take(tree):
+        return keras.tree.map_structure(lambda leaf: ops.take(leaf, rows, axis=0), tree)
+
+    if isinstance(cache, BeamCache):
+        return BeamCache(take(cache.hypotheses), cache.slots)
+    return take(cache)
 
 
 def _log_softmax_of(selected_logits, logits):

@@ -35,7 +35,7 @@ from keras_transformer._checks import check_int
 # `bucket_length` and `padded_batch_size` live with the other bucketing rules; imported here
 # for the callers (and the API) that find them beside the `Generator`.
 from keras_transformer.data.buckets import bucket_length, padded_batch_size  # noqa: F401
-from keras_transformer.decoding import _check_alpha, beam_search, greedy_search
+from keras_transformer.decoding import BeamCache, _check_alpha, beam_search, greedy_search
 from keras_transformer.layers.token_ids import check_token_ids
 
 
@@ -74,7 +74,9 @@ def generate(
         probabilities. Sequences hold no start token; they end with `end_id` followed by
         `pad_id` (unless cut at `max_new_tokens`).
     """
-    next_logits, cache = cached_next_logits(model, encoder_inputs, max_new_tokens)
+    next_logits, cache = cached_next_logits(
+        model, encoder_inputs, max_new_tokens, beam_size=beam_size
+    )
     start_tokens = ops.full((ops.shape(encoder_inputs)[0],), start_id, dtype="int32")
     if beam_size == 1:
         sequences, scores = greedy_search(
@@ -93,27 +95,54 @@ def generate(
     )
 
 
-def cached_next_logits(model, encoder_inputs, max_new_tokens):
+def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     """Encodes `encoder_inputs`: the `(next_logits, cache)` that `decoding`'s searches take.
 
     `next_logits` runs `model.decode_step` on one token. The cache, which the searches carry
-    from step to step (and beam search reorders), holds each decoder block's self-attention
-    keys/values only (`max_new_tokens` positions, filled step by step). What never changes,
-    each block's cross-attention keys/values (computed here, once) and the source padding
-    mask, stays with `next_logits`, one row per source: `next_logits` may be called with
-    `group * batch` rows (beam search's `beam_size` beams per source, consecutive), and each
-    group of rows then attends to its source's row.
+    from step to step, holds each decoder block's self-attention keys/values only
+    (`max_new_tokens` positions, filled step by step). What never changes, each block's
+    cross-attention keys/values (computed here, once) and the source padding mask, stays with
+    `next_logits`, one row per source: `next_logits` may be called with `group * batch` rows
+    (beam search's `beam_size` beams per source, consecutive), and each group of rows then
+    attends to its source's row.
+
+    With `beam_size > 1` the cache is a `decoding.BeamCache`: the keys/values stay in their
+    beam slot (`slots`, never reordered) and `hypotheses` holds, for each hypothesis and
+    position, the slot where that position of its past was written. The self-attention of a
+    beam reads the keys/values of all `beam_size` slots of its source, masked to its own past
+    (`MultiHeadAttention`'s grouped cache): a step costs `beam_size` times the (small)
+    attention arithmetic of a reordered cache, and no copy of the whole cache.
     """
     encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
     layers = model.init_cache(encoder_outputs, max_new_tokens)
     cross = [layer["cross"] for layer in layers]
+    own = [layer["self"] for layer in layers]
 
-    def next_logits(tokens, cache, index):
-        layers = [{"self": own, "cross": shared} for own, shared in zip(cache, cross, strict=True)]
-        logits, layers = model.decode_step(tokens, layers, index, padding_mask)
+    def step(tokens, cache, index, mask=None):
+        layers = [{"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)]
+        logits, layers = model.decode_step(tokens, layers, index, padding_mask, mask)
         return logits, [layer["self"] for layer in layers]
 
-    return next_logits, [layer["self"] for layer in layers]
+    if beam_size == 1:
+        return step, own
+    positions = ops.arange(max_new_tokens, dtype="int32")  # (max_new_tokens,)
+    slot_ids = ops.arange(beam_size, dtype="int32")[None, :, None]  # (1, beam, 1)
+
+    def next_logits(tokens, cache, index):
+        rows = ops.shape(tokens)[0]
+        slots = ops.arange(rows, dtype="int32") % beam_size  # (rows,): each row's own slot
+        history = ops.where(positions[None, :] == index, slots[:, None], cache.hypotheses)
+        # Row r may attend to slot j's position p when its past at p was written in slot j.
+        mask = ops.logical_and(
+            ops.equal(history[:, None, :], slot_ids), (positions <= index)[None, None, :]
+        )  # (rows, beam, max_new_tokens)
+        mask = ops.reshape(mask, (rows, 1, beam_size * max_new_tokens))
+        logits, own = step(tokens, cache.slots, index, mask)
+        return logits, BeamCache(history, own)
+
+    rows = ops.shape(encoder_inputs)[0]
+    history = ops.zeros((rows, max_new_tokens), "int32")  # repeated per beam by the search
+    return next_logits, BeamCache(history, own)
 
 
 def generate_uncached_greedy(model, encoder_inputs, start_id, end_id, max_new_tokens, pad_id=0):

@@ -125,6 +125,36 @@ def test_next_logits_rows_grouped_by_source_match_a_repeated_batch():
         tokens = (tokens + 1) % COPY_VOCAB_SIZE
 
 
+@pytest.mark.parametrize(
+    "trained", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["untrained", "copy_model"]
+)
+def test_beam_search_reading_ancestors_in_place_equals_reordering_the_cache(
+    trained, request, copy_test_inputs
+):
+    # `cached_next_logits(beam_size=4)` leaves the keys/values in their beam slots and masks
+    # each beam to its own past; `beam_size=1` gives a plain cache that the search reorders.
+    # Both searches must find the same hypotheses with the same scores, all four of them.
+    if trained:
+        model = request.getfixturevalue("copy_model")
+    else:
+        keras.utils.set_random_seed(7)
+        model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, dropout=0.0)
+    inputs, _ = copy_test_inputs
+    inputs = inputs[:6]
+    max_new_tokens = inputs.shape[1] + 4
+    start_tokens = np.full((len(inputs),), START_ID, "int32")
+    found = []
+    for group in (1, 4):
+        next_logits, cache = cached_next_logits(model, inputs, max_new_tokens, beam_size=group)
+        sequences, scores = beam_search(
+            next_logits, cache, start_tokens, max_new_tokens, END_ID, beam_size=4, alpha=0.6
+        )
+        found.append((keras.ops.convert_to_numpy(sequences), keras.ops.convert_to_numpy(scores)))
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-5, atol=1e-5)
+    assert len(np.unique(found[0][0].reshape(-1, max_new_tokens), axis=0)) > len(inputs)
+
+
 @pytest.mark.slow
 def test_beam_size_one_equals_greedy(copy_model, copy_generator, copy_test_inputs):
     # `beam_size=1` asks for greedy search; the beam search algorithm with one beam (and no

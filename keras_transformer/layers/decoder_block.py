@@ -43,6 +43,11 @@ class DecoderBlock(_ResidualBlock):
             from `init_cache`, for step-by-step decoding.
         cache_index: int or scalar tensor. Position of the first token of `x` while
             decoding with `cache`.
+        self_attention_mask: optional bool `(batch, target_length, keys)`, `True` where the
+            self-attention may attend, on top of the causal and padding masks; while
+            decoding with `cache`, `keys` may be `group * max_length` (see
+            `MultiHeadAttention`'s `attention_mask`: beam search's slots). Defaults to
+            `None`.
 
     Returns:
         `(batch, target_length, d_model)`; then the cross-attention scores if
@@ -85,6 +90,7 @@ class DecoderBlock(_ResidualBlock):
         return_attention_scores=False,
         cache=None,
         cache_index=None,
+        self_attention_mask=None,
         x_mask=None,
         context_mask=None,
     ):
@@ -101,6 +107,7 @@ class DecoderBlock(_ResidualBlock):
                 y,
                 query_mask=padding_mask,
                 value_mask=padding_mask,
+                attention_mask=self_attention_mask,
                 use_causal_mask=True,
                 training=training,
                 cache=None if cache is None else cache["self"],

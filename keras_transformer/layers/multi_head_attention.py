@@ -22,6 +22,23 @@ def _update_cache(cache, index, heads):
     return ops.slice_update(cache, [zero, index, zero, zero], heads)
 
 
+def _cache_group(attention_mask, max_len):
+    """How many consecutive cache rows each query row attends over: 1, or `group` when the
+    self-attention `attention_mask` of a cached step spans `group * max_len` keys."""
+    if attention_mask is None:
+        return 1
+    keys = attention_mask.shape[-1]
+    if keys is None or int(keys) == int(max_len):
+        return 1
+    if int(keys) % int(max_len):
+        raise ValueError(
+            "With a self-attention `cache`, `attention_mask` must span the cache's "
+            f"`max_len` ({max_len}) keys, or `group * max_len`. Received: "
+            f"attention_mask.shape={tuple(attention_mask.shape)}"
+        )
+    return int(keys) // int(max_len)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with an optional key/value cache.
@@ -75,6 +92,12 @@ class MultiHeadAttention(keras.layers.Layer):
             `query` may then have `group * batch` rows, each `group` consecutive rows (the
             beams of one source in beam search) attending to one cache row; `value_mask`
             then has the cache's `batch` rows, outputs and scores the query's rows.
+            With `cache_index`, `attention_mask` may instead be `(batch, q_len, group *
+            max_len)`: each `group` consecutive rows then attend over the cached keys of
+            all `group` rows (key `j * max_len + p`: row `j` of the group, position `p`),
+            where the mask allows, and the mask alone decides (it must itself forbid
+            unwritten and later positions). Beam search uses it to read each hypothesis'
+            ancestors where they were written, instead of reordering the cache.
         cache_index: int or scalar int tensor. Position of the first query token.
 
     Returns:
@@ -180,7 +203,9 @@ class MultiHeadAttention(keras.layers.Layer):
         query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
         query_batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         query_offset = 0
+        grouped = False
         if cache is not None and cache_index is None:
+            grouped = True
             # Precomputed keys/values (cross-attention while decoding). `group` consecutive
             # query rows may share one key/value row (the beams of one example in beam
             # search): they attend as `group * q_len` queries of that row, so the keys and
@@ -204,7 +229,29 @@ class MultiHeadAttention(keras.layers.Layer):
                 value_heads = _update_cache(cache["value"], index, value_heads)
                 cache = {"key": key_heads, "value": value_heads}
                 query_offset = index
-                if not use_causal_mask:
+                max_len = ops.shape(key_heads)[1]
+                group = _cache_group(attention_mask, max_len)
+                if group > 1:
+                    # Each `group` consecutive rows (the slots of one source in beam search)
+                    # attend over all their cached keys/values, as `group * q_len` queries
+                    # of one row of `group * max_len` keys; `attention_mask` picks each
+                    # query's own (causal, written) keys, so the cache is never reordered.
+                    grouped = True
+                    key_heads = ops.reshape(
+                        key_heads, (-1, group * max_len, self.num_heads, self._key_dim)
+                    )
+                    value_heads = ops.reshape(
+                        value_heads, (-1, group * max_len, self.num_heads, self._value_dim)
+                    )
+                    query_heads = ops.reshape(
+                        query_heads, (-1, group * q_len, self.num_heads, self._key_dim)
+                    )
+                    attention_mask = ops.reshape(
+                        attention_mask, (-1, group * q_len, group * max_len)
+                    )
+                    q_len = group * q_len
+                    use_causal_mask, key_mask = False, None
+                elif not use_causal_mask:
                     # Only positions written so far are valid keys (the causal mask, which
                     # allows keys up to index + q_len - 1, implies it).
                     max_len = ops.shape(key_heads)[1]
@@ -239,7 +286,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask=mask,
                 scale=1.0 / math.sqrt(self._key_dim),
             )  # (batch, q_len, heads, value_dim)
-        grouped = cache is not None and cache_index is None
         if grouped:  # (b, group * q, h, dv) -> (b * group, q, h, dv)
             q_len = ops.shape(query)[1]
             outputs = ops.reshape(outputs, (query_batch, q_len, self.num_heads, self._value_dim))

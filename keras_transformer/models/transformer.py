@@ -303,7 +303,7 @@ class Transformer(keras.Model):
         `max_length` positions and the cross-attention keys/values, computed once."""
         return [block.init_cache(encoder_outputs, max_length) for block in self.decoder_blocks]
 
-    def decode_step(self, tokens, cache, index, encoder_padding_mask):
+    def decode_step(self, tokens, cache, index, encoder_padding_mask, self_attention_mask=None):
         """One cached decoder step.
 
         Args:
@@ -311,6 +311,10 @@ class Transformer(keras.Model):
             cache: from `init_cache` (or a previous `decode_step`).
             index: int or scalar int tensor, the position of `tokens`.
             encoder_padding_mask: `(batch, source_length)` from `encode`.
+            self_attention_mask: optional bool `(batch, 1, group * max_length)`: which cached
+                positions of its group of `group` consecutive rows each row attends to (see
+                `MultiHeadAttention`; beam search reads its hypotheses' ancestors in place).
+                Defaults to `None`: its own row's positions up to `index`.
 
         Returns:
             `(logits float32 (batch, target_vocabulary_size) for position index + 1, new_cache)`.
@@ -327,6 +331,7 @@ class Transformer(keras.Model):
                 encoder_padding_mask,
                 cache=cache,
                 cache_index=index,
+                self_attention_mask=self_attention_mask,
             )
         return logits[:, 0], new_cache
 
@@ -430,6 +435,7 @@ def _decoder_stack(
     return_attention_scores=False,
     cache=None,
     cache_index=None,
+    self_attention_mask=None,
 ):
     """Embedding, decoder blocks, (pre-LN) final norm and the tied output projection.
 
@@ -461,6 +467,7 @@ def _decoder_stack(
             return_attention_scores=return_attention_scores,
             cache=None if cache is None else cache[i],
             cache_index=cache_index,
+            self_attention_mask=self_attention_mask,
         )
         if return_attention_scores or cache is not None:
             y, *extras = y  # the block returns (y[, scores][, layer_cache])

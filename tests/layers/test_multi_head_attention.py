@@ -148,6 +148,45 @@ def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monk
         np.testing.assert_allclose(to_numpy(alone), to_numpy(expected), atol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_slot_cache_read_through_a_group_mask_matches_a_gathered_cache(fused, monkeypatch):
+    # Beam search without reordering: 2 sources x 3 slots; each row's past positions live in
+    # the slots given by `ancestry`, and its group mask picks them. The same attention as the
+    # usual cache holding, in its own row, the keys/values gathered from those slots.
+    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
+    rng = np.random.default_rng(5)
+    group, max_len, index = 3, 5, 3
+    layer = MultiHeadAttention(num_heads=2)
+    x = rng.normal(size=(2 * group, 1, 8)).astype("float32")
+    layer(x, np.repeat(x, 2, axis=1))  # builds the layer
+    slots = {
+        name: ops.convert_to_tensor(rng.normal(size=(2 * group, max_len, 2, 4)).astype("float32"))
+        for name in ("key", "value")
+    }
+    ancestry = rng.integers(0, group, size=(2 * group, max_len))  # slot of each past position
+    ancestry[:, index] = np.arange(2 * group) % group  # the new position: the row's own slot
+    sources = (np.arange(2 * group) // group)[:, None] * group  # first row of each source
+    written = np.arange(max_len) <= index
+    mask = (ancestry[:, None, :] == np.arange(group)[None, :, None]) & written
+    grouped, new_slots = layer(
+        x, x, cache=slots, cache_index=index, attention_mask=mask.reshape(2 * group, 1, -1)
+    )
+    gathered = {
+        name: np.take_along_axis(
+            to_numpy(leaf)[None], (sources + ancestry)[None, :, :, None, None], axis=1
+        )[0]
+        for name, leaf in slots.items()
+    }  # (rows, max_len, heads, dim): row r's past, position by position
+    expected, _ = layer(x, x, use_causal_mask=True, cache=gathered, cache_index=index)
+    np.testing.assert_allclose(to_numpy(grouped), to_numpy(expected), atol=1e-5)
+    # The slots keep their rows: only position `index` of each row is written.
+    for name in ("key", "value"):
+        before, after = to_numpy(slots[name]), to_numpy(new_slots[name])
+        np.testing.assert_array_equal(np.delete(after, index, 1), np.delete(before, index, 1))
+    with pytest.raises(ValueError, match=r"attention_mask.shape=\(6, 1, 7\)"):
+        layer(x, x, cache=slots, cache_index=index, attention_mask=np.ones((6, 1, 7), bool))
+
+
 def test_config_symbolic_and_errors():
     layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, dropout=0.1, seed=4)
     x = np.zeros((2, 3, 8), "float32")
