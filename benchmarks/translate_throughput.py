@@ -19,7 +19,10 @@ make bible                                   # writes runs/bible/translator.kera
 python benchmarks/translate_throughput.py --run runs/bible
 ```
 
-The table is printed and written to `benchmarks/results/translate_throughput.md` (and `.json`).
+The table is printed and written to `benchmarks/results/translate_throughput.md` (and `.json`;
+`--results NAME` for another name). `--concurrent-batches N` sets the Keras engines'
+`Translator.concurrent_batches` (default: the Translator's own, 2 on a 2-core machine). The
+"Same" column counts the outputs identical to the first engine's.
 """
 
 import argparse
@@ -44,10 +47,10 @@ def test_pairs(limit):
     return pairs[:limit] if limit else pairs
 
 
-def run_engine(engine, run_dir, sources, beam_size, threads, workdir):
+def run_engine(engine, run_dir, sources, beam_size, threads, workdir, concurrent_batches=None):
     """Runs in the child process: returns the engine's timings and translations."""
     if engine.startswith("keras-"):
-        return _keras_engine(run_dir, sources, beam_size)
+        return _keras_engine(run_dir, sources, beam_size, concurrent_batches)
     if engine == "saved_model":
         return _saved_model_engine(run_dir, sources)
     return _ct2_engine(engine.split("-", 1)[1], run_dir, sources, beam_size, threads, workdir)
@@ -57,15 +60,16 @@ def _timed_twice(translate):
     start = time.perf_counter()
     translate()
     first = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     texts = translate()
-    return first, time.perf_counter() - start, texts
+    return first, time.perf_counter() - start, time.process_time() - cpu, texts
 
 
-def _keras_engine(run_dir, sources, beam_size):
+def _keras_engine(run_dir, sources, beam_size, concurrent_batches):
     from keras_transformer.translator import Translator
 
     translator = Translator.load(os.path.join(run_dir, "translator.keras"))
+    translator.concurrent_batches = concurrent_batches
     return _timed_twice(
         lambda: [t.text for t in translator.translate(sources, beam_size=beam_size)]
     )
@@ -110,15 +114,19 @@ def child(args):
         torch.set_num_threads(args.threads)
     with open(args.sources, encoding="utf-8") as file:
         sources = json.load(file)
-    first, second, texts = run_engine(
-        args.engine, args.run, sources, args.beam_size, args.threads, args.workdir
+    first, second, second_cpu, texts = run_engine(
+        args.engine,
+        args.run,
+        sources,
+        args.beam_size,
+        args.threads,
+        args.workdir,
+        args.concurrent_batches,
     )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = {"first_s": first, "second_s": second, "second_cpu_s": second_cpu}
     with open(args.output, "w", encoding="utf-8") as file:
-        json.dump(
-            {"first_s": first, "second_s": second, "peak_rss_mib": peak_rss_mib, "texts": texts},
-            file,
-        )
+        json.dump({**result, "peak_rss_mib": peak_rss_mib, "texts": texts}, file)
 
 
 def parent(args):
@@ -136,7 +144,7 @@ def parent(args):
 
     matmul = matmul_timer("tensorflow")
     args.matmul_gflops = [matmul()]
-    rows = []
+    rows, first_texts = [], None
     with tempfile.TemporaryDirectory() as workdir:
         sources_path = os.path.join(workdir, "sources.json")
         with open(sources_path, "w", encoding="utf-8") as file:
@@ -151,17 +159,21 @@ def parent(args):
                 "--beam-size", str(args.beam_size), "--threads", str(args.threads),
                 "--workdir", workdir,
             ]  # fmt: skip
+            if args.concurrent_batches:
+                command += ["--concurrent-batches", str(args.concurrent_batches)]
             print(f"{engine}: translating {len(sources)} sentences ...", flush=True)
             subprocess.run(command, env=env, check=True)
             with open(output, encoding="utf-8") as file:
                 result = json.load(file)
             texts = result.pop("texts")
+            first_texts = first_texts or texts  # the first engine's outputs
             tokens = int(target_tokenizer.tokenize(texts).flat_values.shape[0])
             result.update(
                 engine=engine,
                 sentences_per_s=len(texts) / result["second_s"],
                 target_tokens_per_s=tokens / result["second_s"],
                 bleu=sacrebleu.corpus_bleu(texts, [references]).score,
+                same_as_first=sum(a == b for a, b in zip(texts, first_texts, strict=True)),
             )
             rows.append(result)
             print(format_row(result), flush=True)
@@ -172,8 +184,9 @@ def parent(args):
 def format_row(row):
     return (
         f"| {row['engine']} | {row['first_s']:.1f} | {row['second_s']:.1f} | "
-        f"{row['sentences_per_s']:.1f} | {row['target_tokens_per_s']:.0f} | "
-        f"{row['peak_rss_mib']:.0f} | {row['bleu']:.2f} |"
+        f"{row['second_cpu_s']:.1f} | {row['sentences_per_s']:.1f} | "
+        f"{row['target_tokens_per_s']:.0f} | {row['peak_rss_mib']:.0f} | {row['bleu']:.2f} | "
+        f"{row['same_as_first']} |"
     )
 
 
@@ -184,18 +197,20 @@ def write_results(args, rows, num_sentences):
         f"Translation throughput, {num_sentences} Bible test verses, beam {args.beam_size}, "
         f"{args.threads} threads, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. "
         f"{machine_description()}. fp32 matmul (TensorFlow, 1024x1024) "
-        f"{args.matmul_gflops[0]:.0f} GFLOP/s before, {args.matmul_gflops[1]:.0f} after.",
+        f"{args.matmul_gflops[0]:.0f} GFLOP/s before, {args.matmul_gflops[1]:.0f} after. "
+        f"Keras engines: concurrent_batches={args.concurrent_batches or 'default'}. "
+        f"Same: outputs identical to the first engine's ({rows[0]['engine']}).",
         "",
-        "| Engine | First call (s) | Second call (s) | Sentences/s | Target tokens/s "
-        "| Peak RSS (MiB) | BLEU |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| Engine | First call (s) | Second call (s) | Second call, process CPU (s) "
+        "| Sentences/s | Target tokens/s | Peak RSS (MiB) | BLEU | Same |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     table = "\n".join(header + [format_row(row) for row in rows]) + "\n"
     print(table)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "translate_throughput.md"), "w", encoding="utf-8") as file:
+    with open(os.path.join(RESULTS, f"{args.results}.md"), "w", encoding="utf-8") as file:
         file.write(table)
-    with open(os.path.join(RESULTS, "translate_throughput.json"), "w", encoding="utf-8") as file:
+    with open(os.path.join(RESULTS, f"{args.results}.json"), "w", encoding="utf-8") as file:
         json.dump(rows, file, indent=1)
 
 
@@ -206,6 +221,17 @@ def main():
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="first N test verses (0: all)")
+    parser.add_argument(
+        "--concurrent-batches",
+        type=int,
+        default=0,
+        help="the Keras engines' Translator.concurrent_batches (0: the Translator's default)",
+    )
+    parser.add_argument(
+        "--results",
+        default="translate_throughput",
+        help="file name (no extension) of the table written to benchmarks/results/",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--sources", help=argparse.SUPPRESS)
@@ -214,6 +240,11 @@ def main():
     args = parser.parse_args()
     if args.beam_size < 1:
         parser.error(f"--beam-size must be >= 1. Received: --beam-size={args.beam_size}")
+    if args.concurrent_batches < 0:
+        parser.error(
+            f"--concurrent-batches must be >= 0. Received: --concurrent-batches={args.concurrent_batches}"
+        )
+    args.concurrent_batches = args.concurrent_batches or None
     if args.threads < 1:
         parser.error(f"--threads must be >= 1. Received: --threads={args.threads}")
     if not os.path.isfile(os.path.join(args.run, "translator.keras")):
