@@ -16,7 +16,9 @@ sequence (`[START]`/`[END]` included), as in `make_dataset` and the training con
 - PyTorch: eager, under `torch.no_grad()`.
 
 A second call with the same shapes and options reuses the compiled function
-(`Generator.trace_count` counts the traces). To keep the number of shapes bounded, callers pad
+(`Generator.trace_count` counts the traces: TensorFlow traces once per options for every input
+shape and XLA compiles each new shape from that trace; JAX traces once per input shape). To
+keep the number of shapes bounded, callers pad
 source lengths to `bucket_length(length, boundaries)` and batch sizes to
 `padded_batch_size(batch_size)` (see `keras_transformer.Translator`).
 
@@ -224,9 +226,10 @@ class Generator:
 
     Compiles `generate` for the current Keras backend (`tf.function(jit_compile=True)` on
     TensorFlow, `jax.jit` with the variable values passed as arguments on JAX, eager under
-    `torch.no_grad()` on PyTorch) and caches the compiled function by search options; each
-    backend then caches one trace per input shape. A call with a shape and options already
-    seen does not retrace (`trace_count` stays put).
+    `torch.no_grad()` on PyTorch) and caches the compiled function by search options.
+    TensorFlow traces it once for any input shape (XLA compiles each new shape from that
+    trace); JAX traces once per input shape. A call with a shape and options already seen
+    does not retrace (`trace_count` stays put).
 
     Args:
         model: `keras_transformer.Transformer`.
@@ -315,7 +318,7 @@ class Generator:
             function = self.function(max_new_tokens, beam_size, alpha)
         # Here, eagerly: inside the compiled search the values cannot be checked.
         check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
-        sequences, scores = function(encoder_inputs)
+        sequences, scores = function(ops.cast(encoder_inputs, "int32"))
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 
     def _function(self, max_new_tokens, beam_size, alpha):
@@ -348,7 +351,15 @@ class Generator:
         def count_trace():
             self.trace_count += 1
 
-        return _backend.compile_inference(run, model.variables, self.jit_compile, count_trace)
+        # One trace per options for any batch size and source length: a Translator's last
+        # batch of a bucket is smaller, and the SavedModel calls it with a dynamic batch.
+        return _backend.compile_inference(
+            run,
+            model.variables,
+            self.jit_compile,
+            count_trace,
+            input_specs=[((None, None), "int32")],
+        )
 
 
 def _check_positive_int(name, value):
