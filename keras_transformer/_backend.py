@@ -150,6 +150,119 @@ def _torch_dropout(inputs, rate, seed_generator):
 
 
 # === Decoding ===
+def dims(x):
+    """The shape of `x`: a tuple of ints, or `keras.ops.shape(x)` (a scalar tensor for each
+    size unknown while tracing) when some size is unknown.
+
+    A cached decoding step reads about forty shapes; on eager PyTorch, `keras.ops.shape`'s
+    dispatch costs about as much as a small operation, and reading `x.shape` nearly nothing.
+    """
+    shape = tuple(x.shape)
+    if any(size is None for size in shape):
+        return keras.ops.shape(x)
+    return shape
+
+
+def cast_like(x, like):
+    """`x` in the dtype of `like`: `x` itself when it already is (no operation dispatched)."""
+    if x.dtype == like.dtype:
+        return x
+    return keras.ops.cast(x, keras.backend.standardize_dtype(like.dtype))
+
+
+def reshape(x, shape):
+    """`keras.ops.reshape(x, shape)`; on PyTorch `torch.reshape` itself.
+
+    The same operation: Keras' PyTorch `reshape` is `torch.reshape` after a conversion, but
+    its dispatch flattens `shape` as a nested structure, about 60 µs a call against 2 µs
+    (measured on the 2-core CI machine); a cached decoding step reshapes about 17 times.
+    """
+    if keras.backend.backend() == "torch" and isinstance(x, _torch_tensor_type()):
+        return x.reshape(shape)
+    return keras.ops.reshape(x, shape)
+
+
+def dense(layer, inputs):
+    """`layer.call(inputs)` of a plain `keras.layers.Dense` on PyTorch, without Keras'
+    dispatch, or `None` where that does not apply (the caller then calls `layer.call`).
+
+    Keras' `Dense.call` is `ops.matmul`, `ops.add` and the activation. For float inputs of
+    the kernel's (autocast) dtype, Keras' PyTorch `matmul` and `add` are `torch.matmul` and
+    `torch.add` on those tensors, so this is the same arithmetic, bit for bit: about 25 µs a
+    call instead of 145 µs (16 calls per cached decoding step of a 2-layer decoder). Not
+    used for float16 on CPU (Keras multiplies in float32 there), LoRA or quantized layers, or
+    subclasses of `Dense`. Call it inside the layer's autocast scope, as `call_sublayer`
+    does: the kernel is read in the compute dtype there.
+    """
+    if keras.backend.backend() != "torch" or type(layer) is not keras.layers.Dense:
+        return None
+    if layer.lora_enabled or layer.quantization_mode is not None:
+        return None
+    if not isinstance(inputs, _torch_tensor_type()):
+        return None
+    kernel = layer.kernel.value
+    if inputs.dtype != kernel.dtype or not inputs.dtype.is_floating_point:
+        return None
+    if inputs.dtype == _torch_module().float16 and inputs.device.type == "cpu":
+        return None
+    bias = None if layer.bias is None else layer.bias.value
+    if bias is not None and bias.dtype != kernel.dtype:
+        return None
+    outputs = _torch_module().matmul(inputs, kernel)
+    if bias is not None:
+        outputs = outputs + bias
+    if layer.activation is not None:
+        outputs = layer.activation(outputs)
+    return outputs
+
+
+def layer_norm(layer, inputs):
+    """`layer.call(inputs)` of a plain `keras.layers.LayerNormalization` over the last axis on
+    PyTorch, without Keras' dispatch, or `None` where that does not apply.
+
+    The steps of Keras' PyTorch path, on the same tensors: the input in float32 (or wider),
+    `torch.nn.functional.layer_norm` with the float32 `gamma`/`beta`, the result cast back to
+    the input's dtype, then to the layer's compute dtype. About 20 µs a call instead of 100.
+    """
+    if keras.backend.backend() != "torch" or type(layer) is not keras.layers.LayerNormalization:
+        return None
+    if layer.rms_scaling or not isinstance(inputs, _torch_tensor_type()):
+        return None
+    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+    if [axis % inputs.ndim for axis in axes] != [inputs.ndim - 1]:
+        return None
+    if not inputs.dtype.is_floating_point:
+        return None
+    torch = _torch_module()
+    x = inputs if inputs.dtype in (torch.float32, torch.float64) else inputs.float()
+    weights = []
+    for variable in (layer.gamma, layer.beta):
+        value = None if variable is None else variable.value
+        if value is not None and value.dtype != x.dtype:
+            value = value.to(x.dtype)
+        weights.append(value)
+    outputs = torch.nn.functional.layer_norm(x, (x.shape[-1],), *weights, layer.epsilon)
+    outputs = outputs.to(inputs.dtype)
+    return outputs.to(to_torch_dtype(layer.compute_dtype))
+
+
+def to_torch_dtype(dtype):
+    """The `torch.dtype` of a Keras dtype name."""
+    return getattr(_torch_module(), keras.backend.standardize_dtype(dtype))
+
+
+def _torch_module():
+    import torch
+
+    return torch
+
+
+def _torch_tensor_type():
+    import torch
+
+    return torch.Tensor
+
+
 def update_cache(cache, index, updates):
     """`cache` with `updates` written along axis 1 from position `index`, or `None`.
 

@@ -116,13 +116,18 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     attention arithmetic of a reordered cache, and no copy of the whole cache.
     """
     encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
-    layers = model.init_cache(encoder_outputs, max_new_tokens)
+    # Built once here, not at every step: the cross-attention masks (in the cache) and
+    # the position encodings.
+    layers = model.init_cache(encoder_outputs, max_new_tokens, padding_mask)
+    encodings = model.decoding_encodings(max_new_tokens)
     cross = [layer["cross"] for layer in layers]
     own = [layer["self"] for layer in layers]
 
     def step(tokens, cache, index, mask=None):
         layers = [{"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)]
-        logits, layers = model.decode_step(tokens, layers, index, padding_mask, mask)
+        logits, layers = model.decode_step(
+            tokens, layers, index, padding_mask, mask, encoding_table=encodings
+        )
         return logits, [layer["self"] for layer in layers]
 
     if beam_size == 1:

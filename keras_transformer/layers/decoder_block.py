@@ -114,6 +114,10 @@ class DecoderBlock(_ResidualBlock):
                 cache_index=cache_index,
             )
 
+        cross_cache = None if cache is None else cache["cross"]
+        if cross_cache is not None and "mask" in cross_cache:
+            context_padding_mask = None  # merged into the cache by `init_cache`
+
         def cross_attend(y):
             return call_sublayer(
                 self.cross_attention,
@@ -123,7 +127,7 @@ class DecoderBlock(_ResidualBlock):
                 value_mask=context_padding_mask,
                 return_attention_scores=return_attention_scores,
                 training=training,
-                cache=None if cache is None else cache["cross"],
+                cache=cross_cache,
             )
 
         x, *self_cache = self._sublayer(
@@ -142,11 +146,18 @@ class DecoderBlock(_ResidualBlock):
             results += ({"self": self_cache[0], "cross": cache["cross"]},)
         return results[0] if len(results) == 1 else results
 
-    def init_cache(self, context, max_length):
+    def init_cache(self, context, max_length, context_padding_mask=None):
         """Decoding cache: empty self-attention keys/values of `max_length` positions and
-        the cross-attention keys/values of `context`, computed once."""
+        the cross-attention keys/values of `context`, computed once.
+
+        With `context_padding_mask` (`(batch, context_length)`, `True` at real positions),
+        the cross-attention mask is also built once and kept in the cache: calls with this
+        cache then ignore `context_padding_mask` (the cache's mask is the same one).
+        """
         batch_size = keras.ops.shape(context)[0]
         return {
             "self": self.self_attention.init_cache(batch_size, max_length),
-            "cross": self.cross_attention.precompute_cache(context),
+            "cross": self.cross_attention.precompute_cache(
+                context, value_mask=context_padding_mask
+            ),
         }

@@ -14,7 +14,7 @@ from keras_transformer.layers.sublayer_calls import call_sublayer
 def _update_cache(cache, index, heads):
     """`cache` `(batch, max_len, heads, dim)` with `heads` `(batch, q_len, heads, dim)`
     written at positions `index .. index + q_len - 1` (a new tensor)."""
-    heads = ops.cast(heads, cache.dtype)
+    heads = _backend.cast_like(heads, cache)
     updated = _backend.update_cache(cache, index, heads)
     if updated is not None:
         return updated
@@ -91,7 +91,9 @@ class MultiHeadAttention(keras.layers.Layer):
             holds precomputed keys/values (cross-attention) that are used as they are;
             `query` may then have `group * batch` rows, each `group` consecutive rows (the
             beams of one source in beam search) attending to one cache row; `value_mask`
-            then has the cache's `batch` rows, outputs and scores the query's rows.
+            then has the cache's `batch` rows, outputs and scores the query's rows. A
+            precomputed cache may also hold the mask of its keys, `"mask"` (`batch, 1, 1,
+            v_len)`, from `precompute_cache(value_mask=...)`: no other mask is then passed.
             With `cache_index`, `attention_mask` may instead be `(batch, q_len, group *
             max_len)`: each `group` consecutive rows then attend over the cached keys of
             all `group` rows (key `j * max_len + p`: row `j` of the group, position `p`),
@@ -201,9 +203,10 @@ class MultiHeadAttention(keras.layers.Layer):
         if key_mask is None:
             key_mask = value_mask
         query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
-        query_batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+        query_batch, q_len = _backend.dims(query)[:2]
         query_offset = 0
         grouped = False
+        precomputed_mask = None
         if cache is not None and cache_index is None:
             grouped = True
             # Precomputed keys/values (cross-attention while decoding). `group` consecutive
@@ -211,11 +214,22 @@ class MultiHeadAttention(keras.layers.Layer):
             # search): they attend as `group * q_len` queries of that row, so the keys and
             # values are neither repeated nor copied. (b * group, q, h, dk) -> (b, group * q, h, dk)
             key_heads, value_heads = cache["key"], cache["value"]
-            key_batch = ops.shape(key_heads)[0]
-            query_heads = ops.reshape(query_heads, (key_batch, -1, self.num_heads, self._key_dim))
-            q_len = ops.shape(query_heads)[1]
+            key_batch = _backend.dims(key_heads)[0]
+            query_heads = _backend.reshape(query_heads, (key_batch, -1, self.num_heads, self._key_dim))
+            q_len = _backend.dims(query_heads)[1]
             if attention_mask is not None:
-                attention_mask = ops.reshape(attention_mask, (key_batch, q_len, -1))
+                attention_mask = _backend.reshape(attention_mask, (key_batch, q_len, -1))
+            if "mask" in cache:
+                # The mask of the keys, merged once by `precompute_cache(value_mask=...)`.
+                if key_mask is not None or attention_mask is not None:
+                    raise ValueError(
+                        "This `cache` holds the mask of its keys (`precompute_cache` was "
+                        "given `value_mask`): pass no `value_mask`, `key_mask` or "
+                        "`attention_mask` with it. Received: "
+                        f"value_mask/key_mask={key_mask is not None}, "
+                        f"attention_mask={attention_mask is not None}"
+                    )
+                precomputed_mask = cache["mask"]
         else:
             if value is None:
                 raise ValueError("`value` is required unless a precomputed `cache` is given.")
@@ -229,7 +243,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 value_heads = _update_cache(cache["value"], index, value_heads)
                 cache = {"key": key_heads, "value": value_heads}
                 query_offset = index
-                max_len = ops.shape(key_heads)[1]
+                max_len = _backend.dims(key_heads)[1]
                 group = _cache_group(attention_mask, max_len)
                 if group > 1:
                     # Each `group` consecutive rows (the slots of one source in beam search)
@@ -237,16 +251,16 @@ class MultiHeadAttention(keras.layers.Layer):
                     # of one row of `group * max_len` keys; `attention_mask` picks each
                     # query's own (causal, written) keys, so the cache is never reordered.
                     grouped = True
-                    key_heads = ops.reshape(
+                    key_heads = _backend.reshape(
                         key_heads, (-1, group * max_len, self.num_heads, self._key_dim)
                     )
-                    value_heads = ops.reshape(
+                    value_heads = _backend.reshape(
                         value_heads, (-1, group * max_len, self.num_heads, self._value_dim)
                     )
-                    query_heads = ops.reshape(
+                    query_heads = _backend.reshape(
                         query_heads, (-1, group * q_len, self.num_heads, self._key_dim)
                     )
-                    attention_mask = ops.reshape(
+                    attention_mask = _backend.reshape(
                         attention_mask, (-1, group * q_len, group * max_len)
                     )
                     q_len = group * q_len
@@ -254,22 +268,24 @@ class MultiHeadAttention(keras.layers.Layer):
                 elif not use_causal_mask:
                     # Only positions written so far are valid keys (the causal mask, which
                     # allows keys up to index + q_len - 1, implies it).
-                    max_len = ops.shape(key_heads)[1]
                     written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
-                    written = ops.broadcast_to(written[None], (ops.shape(query)[0], max_len))
+                    written = ops.broadcast_to(written[None], (query_batch, max_len))
                     key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
-        k_len = ops.shape(key_heads)[1]
-        mask = merge_masks(
-            q_len,
-            k_len,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-            query_offset=query_offset,
-        )
-        if key_mask is not None or attention_mask is not None or not use_causal_mask:
-            # A causal mask alone always allows key 0.
-            mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
+        k_len = _backend.dims(key_heads)[1]
+        if precomputed_mask is not None:
+            mask = precomputed_mask  # (batch, 1, 1, k_len)
+        else:
+            mask = merge_masks(
+                q_len,
+                k_len,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+                query_offset=query_offset,
+            )
+            if key_mask is not None or attention_mask is not None or not use_causal_mask:
+                # A causal mask alone always allows key 0.
+                mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
         use_dropout = bool(training) and self.dropout > 0
         scores = None
         # The fused kernels need equal key and value head sizes on some backends.
@@ -281,37 +297,37 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             outputs = ops.dot_product_attention(
                 query_heads,
-                ops.cast(key_heads, query_heads.dtype),
-                ops.cast(value_heads, query_heads.dtype),
+                _backend.cast_like(key_heads, query_heads),
+                _backend.cast_like(value_heads, query_heads),
                 mask=mask,
                 scale=1.0 / math.sqrt(self._key_dim),
             )  # (batch, q_len, heads, value_dim)
         if grouped:  # (b, group * q, h, dv) -> (b * group, q, h, dv)
-            q_len = ops.shape(query)[1]
-            outputs = ops.reshape(outputs, (query_batch, q_len, self.num_heads, self._value_dim))
-        batch = ops.shape(outputs)[0]
-        outputs = ops.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
+            q_len = _backend.dims(query)[1]
+            outputs = _backend.reshape(outputs, (query_batch, q_len, self.num_heads, self._value_dim))
+        batch = _backend.dims(outputs)[0]
+        outputs = _backend.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
         outputs = call_sublayer(self.output_dense, outputs)  # (batch, q_len, query_dim)
         results = (outputs,)
         if return_attention_scores:
             if grouped:
                 # Grouped rows back apart: (b, h, group * q, k) -> (b * group, h, q, k).
-                shape = (ops.shape(scores)[0], self.num_heads, -1, ops.shape(query)[1], k_len)
-                scores = ops.transpose(ops.reshape(scores, shape), (0, 2, 1, 3, 4))
-                scores = ops.reshape(scores, (query_batch, self.num_heads, -1, k_len))
+                shape = (_backend.dims(scores)[0], self.num_heads, -1, _backend.dims(query)[1], k_len)
+                scores = ops.transpose(_backend.reshape(scores, shape), (0, 2, 1, 3, 4))
+                scores = _backend.reshape(scores, (query_batch, self.num_heads, -1, k_len))
             results += (scores,)
         if cache is not None:
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
     def _split_heads(self, x, head_dim):
-        shape = ops.shape(x)
-        return ops.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
+        shape = _backend.dims(x)
+        return _backend.reshape(x, (shape[0], shape[1], self.num_heads, head_dim))
 
     def _explicit_attention(self, query_heads, key_heads, value_heads, mask, training):
         scale = 1.0 / math.sqrt(self._key_dim)
-        key_heads = ops.cast(key_heads, query_heads.dtype)
-        value_heads = ops.cast(value_heads, query_heads.dtype)
+        key_heads = _backend.cast_like(key_heads, query_heads)
+        value_heads = _backend.cast_like(value_heads, query_heads)
         # Softmax in float32 for stability under mixed precision.
         logits = ops.einsum("bqhd,bkhd->bhqk", query_heads, key_heads)  # (b, h, q, k)
         logits = ops.cast(logits, "float32") * scale
@@ -331,13 +347,30 @@ class MultiHeadAttention(keras.layers.Layer):
             "value": ops.zeros((batch_size, max_length, self.num_heads, self._value_dim), dtype),
         }
 
-    def precompute_cache(self, value, key=None):
-        """Projects `value` (and `key`) once into a cache for cross-attention."""
+    def precompute_cache(self, value, key=None, value_mask=None):
+        """Projects `value` (and `key`) once into a cache for cross-attention.
+
+        Args:
+            value: `(batch, v_len, dim_v)` value sequence.
+            key: `(batch, v_len, dim_k)`. Defaults to `value`.
+            value_mask: optional `(batch, v_len)` bool, `True` at real value positions. The
+                cache then also holds the attention mask built from it (`"mask"`), which
+                calls with this cache use instead of rebuilding it each decoding step (they
+                must then pass no `value_mask`). Defaults to `None`.
+
+        Returns:
+            `{"key": (batch, v_len, heads, key_dim), "value": (batch, v_len, heads,
+            value_dim)}`, and `"mask"`: bool `(batch, 1, 1, v_len)` with `value_mask`.
+        """
         key = value if key is None else key
-        return {
+        cache = {
             "key": self._split_heads(self.key_dense(key), self._key_dim),
             "value": self._split_heads(self.value_dense(value), self._value_dim),
         }
+        if value_mask is not None:
+            v_len = _backend.dims(cache["key"])[1]
+            cache["mask"] = ensure_attendable(merge_masks(1, v_len, key_mask=value_mask))
+        return cache
 
     def get_config(self):
         config = super().get_config()

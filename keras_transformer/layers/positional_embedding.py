@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
@@ -58,6 +59,11 @@ class PositionalEmbedding(keras.layers.Layer):
             `(batch, length, d_model)` hidden states.
         start_index: int or scalar tensor. Position of the first token (decoding one
             step at a time). Defaults to `0`.
+        encoding_table: optional `(max_positions, d_model)` tensor,
+            `sinusoidal_encoding(max_positions, d_model, dtype=...)` computed once: the
+            encodings of positions `start_index ..` are then read from it instead of
+            computed (a cached decoding step's sin/cos are a dozen small operations).
+            Defaults to `None`.
         reverse: bool. Return float32 logits `(batch, length, vocabulary_size)` = `inputs · Eᵀ`.
         training: bool. Enables dropout.
 
@@ -120,7 +126,7 @@ class PositionalEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, start_index=0, reverse=False, training=None):
+    def call(self, inputs, start_index=0, reverse=False, training=None, encoding_table=None):
         if reverse:
             # Pre-softmax projection with the shared matrix, in float32.
             hidden = ops.cast(inputs, "float32")
@@ -130,9 +136,12 @@ class PositionalEmbedding(keras.layers.Layer):
         x = ops.cast(x, self.compute_dtype)
         if self.scale:
             x = x * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
-        encoding = sinusoidal_encoding(
-            ops.shape(inputs)[1], self.d_model, start_index, self.compute_dtype
-        )
+        length = _backend.dims(inputs)[1]
+        if encoding_table is None:
+            encoding = sinusoidal_encoding(length, self.d_model, start_index, self.compute_dtype)
+        else:
+            positions = ops.arange(length, dtype="int32") + ops.cast(start_index, "int32")
+            encoding = ops.take(_backend.cast_like(encoding_table, x), positions, axis=0)
         x = x + encoding[None]
         return call_sublayer(self.dropout_layer, x, training=training)
 
@@ -165,12 +174,16 @@ class PositionalEmbedding(keras.layers.Layer):
             config["vocabulary_size"] = config.pop("vocab_size")
         return super().from_config(config)
 
-    def compute_output_shape(self, inputs_shape, start_index=0, reverse=False):
+    def compute_output_shape(
+        self, inputs_shape, start_index=0, reverse=False, encoding_table=None
+    ):
         if reverse:
             return tuple(inputs_shape[:-1]) + (self.vocabulary_size,)
         return tuple(inputs_shape) + (self.d_model,)
 
-    def compute_output_spec(self, inputs, start_index=0, reverse=False, training=None):
+    def compute_output_spec(
+        self, inputs, start_index=0, reverse=False, training=None, encoding_table=None
+    ):
         shape = self.compute_output_shape(inputs.shape, reverse=reverse)
         dtype = "float32" if reverse else self.compute_dtype
         return keras.KerasTensor(shape, dtype=dtype)

@@ -13,6 +13,7 @@ import contextvars
 
 # Keras' autocast scope is private API: `_backend` holds the one import of it (`None` if it
 # moved, and then `Layer.__call__` is kept).
+from keras_transformer import _backend
 from keras_transformer._backend import AutocastScope, get_autocast_scope, is_float_dtype
 
 _DIRECT = contextvars.ContextVar("keras_transformer_direct_sublayer_calls", default=False)
@@ -63,6 +64,18 @@ def call_sublayer(layer, *args, **kwargs):
     elif compute_dtype != layer.variable_dtype:
         scope = AutocastScope(compute_dtype)
     if scope is None:
-        return layer.call(*args, **kwargs)
+        return _call(layer, args, kwargs)
     with scope:
-        return layer.call(*args, **kwargs)
+        return _call(layer, args, kwargs)
+
+
+def _call(layer, args, kwargs):
+    """`layer.call(*args, **kwargs)`; a plain `Dense` or `LayerNormalization` on PyTorch
+    without Keras' op dispatch (`_backend.dense`, `_backend.layer_norm`: the same
+    arithmetic)."""
+    if len(args) == 1 and not kwargs:
+        for fast in (_backend.dense, _backend.layer_norm):
+            outputs = fast(layer, args[0])
+            if outputs is not None:
+                return outputs
+    return layer.call(*args, **kwargs)

@@ -9,7 +9,7 @@ from keras import ops
 from keras_transformer.hyperparameters import PRESETS, validate_transformer_args
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
-from keras_transformer.layers.positional_embedding import PositionalEmbedding
+from keras_transformer.layers.positional_embedding import PositionalEmbedding, sinusoidal_encoding
 from keras_transformer.layers.sublayer_calls import call_sublayer, direct_sublayer_calls
 from keras_transformer.layers.token_ids import check_token_ids
 
@@ -298,12 +298,25 @@ class Transformer(keras.Model):
         )
         return (logits, scores) if return_attention_scores else logits
 
-    def init_cache(self, encoder_outputs, max_length):
+    def init_cache(self, encoder_outputs, max_length, encoder_padding_mask=None):
         """Decoding cache: per decoder layer, empty self-attention keys/values of
-        `max_length` positions and the cross-attention keys/values, computed once."""
-        return [block.init_cache(encoder_outputs, max_length) for block in self.decoder_blocks]
+        `max_length` positions and the cross-attention keys/values, computed once; with
+        `encoder_padding_mask` (from `encode`), also the cross-attention mask, built once
+        instead of at every `decode_step`."""
+        return [
+            block.init_cache(encoder_outputs, max_length, encoder_padding_mask)
+            for block in self.decoder_blocks
+        ]
 
-    def decode_step(self, tokens, cache, index, encoder_padding_mask, self_attention_mask=None):
+    def decode_step(
+        self,
+        tokens,
+        cache,
+        index,
+        encoder_padding_mask,
+        self_attention_mask=None,
+        encoding_table=None,
+    ):
         """One cached decoder step.
 
         Args:
@@ -315,6 +328,9 @@ class Transformer(keras.Model):
                 positions of its group of `group` consecutive rows each row attends to (see
                 `MultiHeadAttention`; beam search reads its hypotheses' ancestors in place).
                 Defaults to `None`: its own row's positions up to `index`.
+            encoding_table: optional `(max_length, d_model)` position encodings computed
+                once per search (`decoding_encodings`); the step reads its row instead of
+                computing it. Defaults to `None`.
 
         Returns:
             `(logits float32 (batch, target_vocabulary_size) for position index + 1, new_cache)`.
@@ -332,8 +348,15 @@ class Transformer(keras.Model):
                 cache=cache,
                 cache_index=index,
                 self_attention_mask=self_attention_mask,
+                encoding_table=encoding_table,
             )
         return logits[:, 0], new_cache
+
+    def decoding_encodings(self, max_length):
+        """The target position encodings of positions `0 .. max_length - 1`, computed once
+        for `decode_step(..., encoding_table=...)`: `(max_length, d_model)`."""
+        dtype = self.target_embedding.compute_dtype
+        return sinusoidal_encoding(max_length, self.d_model, dtype=dtype)
 
     def get_config(self):
         return {
@@ -436,6 +459,7 @@ def _decoder_stack(
     cache=None,
     cache_index=None,
     self_attention_mask=None,
+    encoding_table=None,
 ):
     """Embedding, decoder blocks, (pre-LN) final norm and the tied output projection.
 
@@ -454,7 +478,13 @@ def _decoder_stack(
         y = embedding(decoder_inputs, training=training)
     else:
         padding_mask, encoder_outputs = None, None
-        y = call_sublayer(embedding, decoder_inputs, start_index=cache_index, training=training)
+        y = call_sublayer(
+            embedding,
+            decoder_inputs,
+            start_index=cache_index,
+            training=training,
+            encoding_table=encoding_table,
+        )
     new_cache, all_scores = ([] if cache is not None else None), []
     for i, block in enumerate(blocks):
         y = call_sublayer(

@@ -40,3 +40,36 @@ def test_direct_calls_skip_layer_call_only_inside_the_context(monkeypatch):
     with direct_sublayer_calls():
         call_sublayer(block, X, CONTEXT)
     assert not calls
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="PyTorch's dispatch-free calls")
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+def test_dispatch_free_dense_and_layer_norm_equal_their_keras_calls(policy):
+    from keras_transformer import _backend
+    from keras_transformer._backend import AutocastScope
+
+    dense = keras.layers.Dense(8, activation="relu", dtype=policy)
+    norm = keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy)
+    x = keras.ops.convert_to_tensor(X)
+    dense.build(X.shape)
+    norm.build(X.shape)
+    norm.gamma.assign(np.linspace(0.5, 1.5, 8).astype("float32"))
+    norm.beta.assign(np.linspace(-1, 1, 8).astype("float32"))
+    x = keras.ops.cast(x, dense.compute_dtype)
+    with AutocastScope(dense.compute_dtype):  # as `call_sublayer` reads the kernel
+        fast_dense, keras_dense = _backend.dense(dense, x), dense.call(x)
+    fast_norm, keras_norm = _backend.layer_norm(norm, x), norm.call(x)
+    if policy == "mixed_float16":
+        # Keras multiplies float16 in float32 on CPU: no dispatch-free path there.
+        assert fast_dense is None
+    else:
+        assert fast_dense.dtype == keras_dense.dtype
+        np.testing.assert_array_equal(to_numpy(fast_dense), to_numpy(keras_dense))
+    assert fast_norm.dtype == keras_norm.dtype
+    np.testing.assert_array_equal(to_numpy(fast_norm), to_numpy(keras_norm))
+    # Not a plain Dense / LayerNormalization, or not a tensor: the caller calls `layer.call`.
+    assert _backend.dense(keras.layers.EinsumDense("ab,bc->ac", 8), x) is None
+    across_time = keras.layers.LayerNormalization(axis=1)
+    across_time.build(X.shape)
+    assert _backend.layer_norm(across_time, x) is None
+    assert _backend.dense(dense, X) is None
