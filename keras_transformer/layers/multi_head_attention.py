@@ -221,13 +221,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_mask = _backend.reshape(attention_mask, (key_batch, q_len, -1))
             if "mask" in cache:
                 # The mask of the keys, merged once by `precompute_cache(value_mask=...)`.
-                if key_mask is not None or attention_mask is not None:
+                if key_mask is not None or attention_mask is not None or use_causal_mask:
                     raise ValueError(
                         "This `cache` holds the mask of its keys (`precompute_cache` was "
-                        "given `value_mask`): pass no `value_mask`, `key_mask` or "
-                        "`attention_mask` with it. Received: "
+                        "given `value_mask`): pass no `value_mask`, `key_mask`, "
+                        "`attention_mask` or `use_causal_mask` with it. Received: "
                         f"value_mask/key_mask={key_mask is not None}, "
-                        f"attention_mask={attention_mask is not None}"
+                        f"attention_mask={attention_mask is not None}, "
+                        f"use_causal_mask={use_causal_mask}"
                     )
                 precomputed_mask = cache["mask"]
         else:

@@ -149,6 +149,30 @@ def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monk
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_a_cache_holding_its_mask_equals_passing_the_mask_each_call(fused, monkeypatch):
+    # `precompute_cache(value_mask=...)` builds the cross-attention mask once; the decoding
+    # steps then pass none. An empty source (no real key) still attends somewhere finite.
+    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
+    rng = np.random.default_rng(5)
+    context = rng.normal(size=(3, 6, 8)).astype("float32")
+    query = rng.normal(size=(3 * 2, 1, 8)).astype("float32")
+    value_mask = np.array([[1] * 6, [1] * 2 + [0] * 4, [0] * 6], bool)
+    layer = MultiHeadAttention(num_heads=2)
+    layer(query, np.repeat(context, 2, axis=0))
+    plain = layer.precompute_cache(context)
+    masked = layer.precompute_cache(context, value_mask=value_mask)
+    assert tuple(masked["mask"].shape) == (3, 1, 1, 6)
+    expected = layer(query, value_mask=value_mask, cache=plain)
+    outputs = layer(query, cache=masked)
+    np.testing.assert_array_equal(to_numpy(outputs[0]), to_numpy(expected[0]))
+    assert np.isfinite(to_numpy(outputs[0])).all()
+    with pytest.raises(ValueError, match="holds the mask of its keys"):
+        layer(query, value_mask=value_mask, cache=masked)
+    with pytest.raises(ValueError, match="use_causal_mask=True"):
+        layer(query, use_causal_mask=True, cache=masked)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
 def test_slot_cache_read_through_a_group_mask_matches_a_gathered_cache(fused, monkeypatch):
     # Beam search without reordering: 2 sources x 3 slots; each row's past positions live in
     # the slots given by `ancestry`, and its group mask picks them. The same attention as the
