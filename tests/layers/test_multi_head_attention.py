@@ -120,17 +120,24 @@ def test_cache_matches_full_attention_step_by_step():
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
 
+def _cross_attention_case(monkeypatch, fused, value_mask, group):
+    """A built layer, a context of `len(value_mask)` sources and `group` one-token queries
+    per source (beam search's cross-attention), with the fused kernel on or off."""
+    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
+    rng = np.random.default_rng(len(value_mask) * 10 + group)
+    context = rng.normal(size=(len(value_mask), 6, 8)).astype("float32")
+    query = rng.normal(size=(len(value_mask) * group, 1, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2)
+    layer(query, np.repeat(context, group, axis=0))
+    return layer, context, query
+
+
 @pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
 def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monkeypatch):
     # Beam search: `group` consecutive query rows (the beams of one source) attend to one
     # precomputed cross-attention row, never repeated; same result as repeating it.
-    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
-    rng = np.random.default_rng(4)
-    context = rng.normal(size=(2, 6, 8)).astype("float32")
-    query = rng.normal(size=(2 * 3, 1, 8)).astype("float32")
     value_mask = np.array([[1] * 6, [1] * 2 + [0] * 4], bool)
-    layer = MultiHeadAttention(num_heads=2)
-    layer(query, np.repeat(context, 3, axis=0))
+    layer, context, query = _cross_attention_case(monkeypatch, fused, value_mask, group=3)
     shared = layer.precompute_cache(context)
     repeated = {name: ops.repeat(leaf, 3, axis=0) for name, leaf in shared.items()}
     grouped, grouped_scores, _ = layer(
@@ -152,13 +159,8 @@ def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monk
 def test_a_cache_holding_its_mask_equals_passing_the_mask_each_call(fused, monkeypatch):
     # `precompute_cache(value_mask=...)` builds the cross-attention mask once; the decoding
     # steps then pass none. An empty source (no real key) still attends somewhere finite.
-    monkeypatch.setitem(_backend._FUSED_ATTENTION, keras.backend.backend(), fused)
-    rng = np.random.default_rng(5)
-    context = rng.normal(size=(3, 6, 8)).astype("float32")
-    query = rng.normal(size=(3 * 2, 1, 8)).astype("float32")
     value_mask = np.array([[1] * 6, [1] * 2 + [0] * 4, [0] * 6], bool)
-    layer = MultiHeadAttention(num_heads=2)
-    layer(query, np.repeat(context, 2, axis=0))
+    layer, context, query = _cross_attention_case(monkeypatch, fused, value_mask, group=2)
     plain = layer.precompute_cache(context)
     masked = layer.precompute_cache(context, value_mask=value_mask)
     assert tuple(masked["mask"].shape) == (3, 1, 1, 6)
