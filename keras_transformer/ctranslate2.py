@@ -281,15 +281,24 @@ class CTranslate2Translator:
         alpha = self.alpha if alpha is None else alpha
         check_search_options(beam_size, alpha, num_hypotheses)
 
-        def search(source_ids, bucket):
-            # The maximum output length depends on the bucket, as in `Translator`.
-            sources = [_tokens(self.tokenizer, ids) for ids in source_ids]
-            return self._search(
-                sources, bucket + self.extra_length, beam_size, alpha, num_hypotheses or 1
-            )
+        def search(source_ids, bucket, max_lengths):
+            # CTranslate2 takes one maximum output length per call: one call per length.
+            found = [None] * len(source_ids)
+            for length in sorted(set(max_lengths)):
+                rows = [row for row, limit in enumerate(max_lengths) if limit == length]
+                sources = [_tokens(self.tokenizer, source_ids[row]) for row in rows]
+                hypotheses = self._search(sources, length, beam_size, alpha, num_hypotheses or 1)
+                for row, options in zip(rows, hypotheses, strict=True):
+                    found[row] = options
+            return found
 
         return run_translation(
-            self.preprocessor, sentences, search, self.batch_size, num_hypotheses
+            self.preprocessor,
+            sentences,
+            search,
+            self.batch_size,
+            self.extra_length,
+            num_hypotheses,
         )
 
     # === Helpers ===

@@ -122,12 +122,14 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + length) / 6.0, float(alpha))
 
 
-def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id=0):
+def greedy_search(
+    next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id=0, max_lengths=None
+):
     """Batched greedy decoding: at every step take the most probable next token.
 
     A sequence is finished once it produces `end_id`; later positions hold `pad_id` and add
-    nothing to its score. The loop stops as soon as every sequence is finished, or after
-    `max_new_tokens` steps.
+    nothing to its score. The loop stops as soon as every sequence is finished (or has
+    `max_lengths` tokens), or after `max_new_tokens` steps.
 
     Args:
         next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
@@ -139,6 +141,10 @@ def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_
         max_new_tokens: int `>= 1`. Number of tokens to generate, the end token included.
         end_id: int. End-of-sequence token id.
         pad_id: int. Written after the end token. Defaults to 0.
+        max_lengths: optional int tensor `(batch,)`, each in `1 .. max_new_tokens` (not
+            checked here): the most tokens of each sequence. A sequence then equals its
+            search alone with `max_new_tokens=max_lengths[b]`, padded. Defaults to `None`:
+            `max_new_tokens` for all.
 
     Returns:
         A tuple `(sequences, scores)`:
@@ -175,13 +181,22 @@ def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_
     end_id = _check_token_id(end_id, "end_id")
     pad_id = _check_token_id(pad_id, "pad_id")
     start_tokens = _check_start_tokens(start_tokens)
+    if max_lengths is not None:
+        max_lengths = ops.cast(max_lengths, "int32")
 
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_new_tokens, dtype="int32")[None, :]  # (1, max_new_tokens)
 
+    def stopped(finished, index):
+        """Finished, or at its own most tokens."""
+        if max_lengths is None:
+            return finished
+        return ops.logical_or(finished, ops.greater_equal(index, max_lengths))
+
     def condition(state):
         return ops.logical_and(
-            ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(state.finished))
+            ops.less(state.index, max_new_tokens),
+            ops.logical_not(ops.all(stopped(state.finished, state.index))),
         )
 
     def body(state):
@@ -191,9 +206,10 @@ def greedy_search(next_logits, cache, start_tokens, max_new_tokens, end_id, pad_
         next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
         token_logits = ops.take_along_axis(logits, next_tokens[:, None], axis=-1)
         token_log_probs = _log_softmax_of(token_logits, logits)[:, 0]
-        # A finished sequence is frozen: no score, padding tokens.
-        scores = state.scores + ops.where(finished, 0.0, token_log_probs)
-        next_tokens = ops.where(finished, pad_id, next_tokens)
+        # A finished (or cut) sequence is frozen: no score, padding tokens.
+        frozen = stopped(finished, index)
+        scores = state.scores + ops.where(frozen, 0.0, token_log_probs)
+        next_tokens = ops.where(frozen, pad_id, next_tokens)
         sequences = ops.where(positions == index, next_tokens[:, None], state.sequences)
         finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
         return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished)
@@ -219,6 +235,7 @@ def beam_search(
     beam_size=4,
     alpha=0.6,
     pad_id=0,
+    max_lengths=None,
 ):
     """Batched beam search with the GNMT length penalty, as in the Transformer paper.
 
@@ -262,6 +279,11 @@ def beam_search(
         beam_size: int `>= 1`. Hypotheses kept per batch element. Defaults to 4.
         alpha: float `>= 0`. Length penalty strength, see `length_penalty`. Defaults to 0.6.
         pad_id: int. Written after the end token. Defaults to 0.
+        max_lengths: optional int tensor `(batch,)`, each in `1 .. max_new_tokens` (not
+            checked here): the most tokens of each batch element's hypotheses. An element
+            stops changing after its `max_lengths[b]` steps and equals its search alone with
+            `max_new_tokens=max_lengths[b]`, padded: a batch may mix sources whose maximum
+            output lengths differ. Defaults to `None`: `max_new_tokens` for all.
 
     Returns:
         A tuple `(sequences, scores)`, best first:
@@ -302,6 +324,8 @@ def beam_search(
     end_id = _check_token_id(end_id, "end_id")
     pad_id = _check_token_id(pad_id, "pad_id")
     start_tokens = _check_start_tokens(start_tokens)
+    if max_lengths is not None:
+        max_lengths = ops.cast(max_lengths, "int32")
 
     batch_size = ops.shape(start_tokens)[0]
     num_candidates = 2 * beam_size
@@ -314,6 +338,8 @@ def beam_search(
         best_alive = ops.max(state.alive_log_probs, axis=1) / best_possible_penalty  # (batch,)
         worst_finished = ops.min(state.finished_scores, axis=1)  # (batch,)
         done = ops.logical_and(ops.all(state.finished_flags, axis=1), worst_finished >= best_alive)
+        if max_lengths is not None:
+            done = ops.logical_or(done, ops.greater_equal(state.index, max_lengths))
         return ops.logical_and(
             ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(done))
         )
@@ -358,6 +384,12 @@ def beam_search(
         alive_sequences = _gather_beams(candidate_sequences, picked)
         alive_tokens = ops.take_along_axis(candidate_tokens, picked, axis=1)
         source_beams = ops.take_along_axis(candidate_beams, picked, axis=1)
+        if max_lengths is not None:  # An element past its most tokens keeps its beams.
+            closed = ops.greater_equal(index, max_lengths)[:, None]  # (batch, 1)
+            alive_log_probs = ops.where(closed, state.alive_log_probs, alive_log_probs)
+            alive_sequences = ops.where(closed[:, :, None], state.alive_sequences, alive_sequences)
+            alive_tokens = ops.where(closed, state.alive_tokens, alive_tokens)
+            source_beams = ops.where(closed, beam_ids, source_beams)
         source_rows = ops.reshape(source_beams + row_offsets, (-1,))  # (batch * beam,)
         cache = _reorder(cache, source_rows)
 
@@ -383,6 +415,12 @@ def beam_search(
         finished_flags = ops.take_along_axis(
             ops.concatenate([state.finished_flags, newly_finished], axis=1), picked, axis=1
         )
+        if max_lengths is not None:
+            finished_scores = ops.where(closed, state.finished_scores, finished_scores)
+            finished_sequences = ops.where(
+                closed[:, :, None], state.finished_sequences, finished_sequences
+            )
+            finished_flags = ops.where(closed, state.finished_flags, finished_flags)
         return _BeamState(
             index=index + 1,
             alive_tokens=alive_tokens,
@@ -396,7 +434,8 @@ def beam_search(
 
     # Only beam 0 is a real hypothesis at the start; the others are copies that must not
     # produce duplicate extensions, so they start with an invalid log probability.
-    first_beam = ops.arange(beam_size, dtype="int32")[None, :] == 0  # (1, beam)
+    beam_ids = ops.arange(beam_size, dtype="int32")[None, :]  # (1, beam)
+    first_beam = beam_ids == 0
     empty_sequences = ops.full((batch_size, beam_size, max_new_tokens), pad_id, dtype="int32")
     state = _BeamState(
         index=ops.convert_to_tensor(0, "int32"),
@@ -416,8 +455,13 @@ def beam_search(
 
     # Hypotheses still alive were cut short by max_new_tokens (or, after an early stop, cannot
     # beat any finished one): they compete with the finished ones, scored with their
-    # `index` tokens. Finished ones come first in the concatenation, so they win ties.
-    alive_scores = state.alive_log_probs / length_penalty(state.index, alpha)
+    # `index` tokens (their own most, if less). Finished ones come first in the
+    # concatenation, so they win ties.
+    if max_lengths is None:
+        penalty = length_penalty(state.index, alpha)
+    else:
+        penalty = length_penalty(ops.minimum(state.index, max_lengths), alpha)[:, None]
+    alive_scores = state.alive_log_probs / penalty
     scores, picked = ops.top_k(
         ops.concatenate([state.finished_scores, alive_scores], axis=1), beam_size
     )

@@ -62,8 +62,9 @@ def export_saved_model(
     keeps its first `max_source_length - 2`; an input without any token translates to `""`;
     invalid UTF-8 becomes U+FFFD. A request batch is padded to the bucket of its longest
     sentence and to a power-of-two number of rows (repeating a row), so XLA compiles a
-    bounded set of shapes, each once, on first use. At most `padded_source_length +
-    extra_length` tokens are generated.
+    bounded set of shapes, each once, on first use. A translation has at most `extra_length`
+    tokens more than its own source padded to its bucket, whatever the request holds (as in
+    `Translator`).
 
     For TensorFlow Serving, `version=N` writes the SavedModel to `path/N/` (the layout a model
     server watches: `path` is the model's base path). Every export also writes
@@ -296,12 +297,23 @@ def make_serving_function(
         """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
         num_rows = source.nrows(out_type=tf.int32)
         bucket_index = preprocessor.bucket_index(source.bounding_shape(1))
+        boundaries = tf.constant(preprocessor.bucket_boundaries, tf.int32)
+        # Each source's own bucket + extra_length; the rows padding the batch stop at once.
+        own_buckets = tf.gather(
+            boundaries,
+            tf.searchsorted(boundaries, tf.cast(source.row_lengths(), tf.int32), side="left"),
+        )
 
         def branch(bucket):
             def run():
                 encoder_inputs = preprocessor.pad_batch(source, bucket)
                 function = generator.function(bucket + translator.extra_length, beam_size, alpha)
-                sequences, scores = function(encoder_inputs)  # (rows, beam_size, ...), best first
+                padding_rows = tf.shape(encoder_inputs)[0] - num_rows
+                max_lengths = tf.concat(
+                    [own_buckets + translator.extra_length, tf.ones([padding_rows], tf.int32)], 0
+                )
+                # (rows, beam_size, ...), best first
+                sequences, scores = function(encoder_inputs, max_lengths)
                 sequences, scores = sequences[:, :columns], scores[:, :columns]
                 rows, length = tf.shape(sequences)[0], tf.shape(sequences)[2]
                 texts = preprocessor.generate_postprocess(tf.reshape(sequences, [-1, length]))

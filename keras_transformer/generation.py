@@ -50,6 +50,7 @@ def generate(
     beam_size=4,
     alpha=0.6,
     pad_id=0,
+    max_lengths=None,
 ):
     """Encodes `encoder_inputs` and searches for their translations (not compiled).
 
@@ -68,6 +69,9 @@ def generate(
         alpha: float. Length penalty of beam search (unused by greedy search). Defaults to
             `0.6`.
         pad_id: int. Defaults to `0`.
+        max_lengths: optional int tensor `(batch,)`: the most tokens of each row, each in
+            `1 .. max_new_tokens` (see `decoding.beam_search`). Defaults to `None`:
+            `max_new_tokens` for every row.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -82,7 +86,7 @@ def generate(
     start_tokens = ops.full((ops.shape(encoder_inputs)[0],), start_id, dtype="int32")
     if beam_size == 1:
         sequences, scores = greedy_search(
-            next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id
+            next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id, max_lengths
         )
         return sequences[:, None], scores[:, None]
     return beam_search(
@@ -94,6 +98,7 @@ def generate(
         beam_size=beam_size,
         alpha=alpha,
         pad_id=pad_id,
+        max_lengths=max_lengths,
     )
 
 
@@ -124,7 +129,9 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     own = [layer["self"] for layer in layers]
 
     def step(tokens, cache, index, mask=None):
-        layers = [{"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)]
+        layers = [
+            {"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)
+        ]
         logits, layers = model.decode_step(
             tokens, layers, index, padding_mask, mask, encoding_table=encodings
         )
@@ -152,7 +159,9 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     return next_logits, BeamCache(history, own)
 
 
-def generate_uncached_greedy(model, encoder_inputs, start_id, end_id, max_new_tokens, pad_id=0):
+def generate_uncached_greedy(
+    model, encoder_inputs, start_id, end_id, max_new_tokens, pad_id=0, max_lengths=None
+):
     """Greedy search without a cache: the slow reference the cached searches are tested and
     benchmarked against.
 
@@ -178,6 +187,7 @@ def generate_uncached_greedy(model, encoder_inputs, start_id, end_id, max_new_to
         max_new_tokens,
         end_id,
         pad_id,
+        max_lengths,
     )
     return sequences[:, None], scores[:, None]
 
@@ -254,6 +264,11 @@ class Generator:
         alpha: float. Length penalty of beam search. Defaults to `0.6`.
         max_new_tokens: int. Most tokens to generate, the end token included. Defaults to
             `None`: `source_length + extra_length`.
+        max_lengths: optional int `(batch,)` array: the most tokens of each row, each in
+            `1 .. max_new_tokens`; a row then gets what it would searched alone with
+            `max_new_tokens=max_lengths[row]`, so sources of different lengths can share a
+            batch (and a compiled shape) and still keep their own maximum output length.
+            Defaults to `None`: `max_new_tokens` for every row.
 
     Returns:
         `(sequences, scores)` NumPy arrays, as from `generate`: `(batch, beam_size,
@@ -288,18 +303,21 @@ class Generator:
         # A Translator may search several batches at once, from several threads.
         self._lock = threading.Lock()
 
-    def __call__(self, encoder_inputs, beam_size=4, alpha=0.6, max_new_tokens=None):
-        return self._run(encoder_inputs, max_new_tokens, beam_size, alpha)
+    def __call__(
+        self, encoder_inputs, beam_size=4, alpha=0.6, max_new_tokens=None, max_lengths=None
+    ):
+        return self._run(encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths)
 
-    def uncached_greedy(self, encoder_inputs, max_new_tokens=None):
+    def uncached_greedy(self, encoder_inputs, max_new_tokens=None, max_lengths=None):
         """Compiled `generate_uncached_greedy`: the slow reference for tests and benchmarks.
 
         Arguments and results as a call with `beam_size=1`.
         """
-        return self._run(encoder_inputs, max_new_tokens, None, 0.0)
+        return self._run(encoder_inputs, max_new_tokens, None, 0.0, max_lengths)
 
     def function(self, max_new_tokens, beam_size=4, alpha=0.6):
-        """The compiled `encoder_inputs -> (sequences, scores)` function for these options.
+        """The compiled `(encoder_inputs, max_lengths) -> (sequences, scores)` function for
+        these options (`max_lengths`: int32 `(batch,)`, each in `1 .. max_new_tokens`).
 
         On TensorFlow it is a `tf.function` that can also be called inside another
         `tf.function` (the SavedModel export does).
@@ -309,7 +327,7 @@ class Generator:
         return self._function(max_new_tokens, beam_size, 0.0 if beam_size == 1 else alpha)
 
     # === Helpers ===
-    def _run(self, encoder_inputs, max_new_tokens, beam_size, alpha):
+    def _run(self, encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths):
         if len(encoder_inputs.shape) != 2:
             raise ValueError(
                 "`encoder_inputs` must have shape (batch, source_length). "
@@ -317,13 +335,14 @@ class Generator:
             )
         if max_new_tokens is None:
             max_new_tokens = int(encoder_inputs.shape[1]) + self.extra_length
+        max_lengths = _check_max_lengths(max_lengths, encoder_inputs.shape[0], max_new_tokens)
         if beam_size is None:  # The uncached reference.
             function = self._function(max_new_tokens, None, 0.0)
         else:
             function = self.function(max_new_tokens, beam_size, alpha)
         # Here, eagerly: inside the compiled search the values cannot be checked.
         check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
-        sequences, scores = function(ops.cast(encoder_inputs, "int32"))
+        sequences, scores = function(ops.cast(encoder_inputs, "int32"), max_lengths)
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 
     def _function(self, max_new_tokens, beam_size, alpha):
@@ -338,11 +357,16 @@ class Generator:
         model = self.model
         ids = dict(start_id=self.start_id, end_id=self.end_id, pad_id=self.pad_id)
 
-        def run(encoder_inputs):
+        def run(encoder_inputs, max_lengths):
             encoder_inputs = ops.cast(encoder_inputs, "int32")
+            max_lengths = ops.cast(max_lengths, "int32")
             if beam_size is None:
                 return generate_uncached_greedy(
-                    model, encoder_inputs, **ids, max_new_tokens=max_new_tokens
+                    model,
+                    encoder_inputs,
+                    **ids,
+                    max_new_tokens=max_new_tokens,
+                    max_lengths=max_lengths,
                 )
             return generate(
                 model,
@@ -351,6 +375,7 @@ class Generator:
                 max_new_tokens=max_new_tokens,
                 beam_size=beam_size,
                 alpha=alpha,
+                max_lengths=max_lengths,
             )
 
         def count_trace():
@@ -363,8 +388,27 @@ class Generator:
             model.variables,
             self.jit_compile,
             count_trace,
-            input_specs=[((None, None), "int32")],
+            input_specs=[((None, None), "int32"), ((None,), "int32")],
         )
+
+
+def _check_max_lengths(max_lengths, batch_size, max_new_tokens):
+    """`max_lengths` as an int32 NumPy array `(batch_size,)` in `1 .. max_new_tokens`
+    (`max_new_tokens` for every row when `None`); a `ValueError` names a bad value."""
+    if max_lengths is None:
+        return np.full((batch_size,), max_new_tokens, "int32")
+    values = np.asarray(ops.convert_to_numpy(max_lengths))
+    if (
+        values.shape != (batch_size,)
+        or not np.issubdtype(values.dtype, np.integer)
+        or values.min(initial=1) < 1
+        or values.max(initial=1) > max_new_tokens
+    ):
+        raise ValueError(
+            f"`max_lengths` must be {batch_size} ints (one per row of `encoder_inputs`) in "
+            f"1 .. max_new_tokens={max_new_tokens}. Received: max_lengths={values.tolist()!r}"
+        )
+    return values.astype("int32")
 
 
 def _check_positive_int(name, value):

@@ -7,9 +7,10 @@ import os
 import zipfile
 
 import keras
+import numpy as np
 
 from keras_transformer import _backend
-from keras_transformer.data.buckets import bucket_batches, padded_batch_size
+from keras_transformer.data.buckets import bucket_batches, bucket_length, padded_batch_size
 from keras_transformer.decoding import _check_alpha
 from keras_transformer.generation import Generator, _check_positive_int, cross_attention, trim
 
@@ -62,13 +63,21 @@ def check_search_options(beam_size, alpha, num_hypotheses):
 
 
 def run_translation(
-    preprocessor, sentences, search, batch_size, num_hypotheses, attention=None, workers=1
+    preprocessor,
+    sentences,
+    search,
+    batch_size,
+    extra_length,
+    num_hypotheses,
+    attention=None,
+    workers=1,
 ):
     """The steps every translation engine shares, around its own search.
 
     Sentences go through `preprocessor.generate_preprocess` (the translation contract); the
-    non-empty ones are grouped `batch_size` at a time within a length bucket
-    (`keras_transformer.data.buckets.bucket_batches`) and handed to `search`, `workers`
+    non-empty ones are cut, in length order, into batches of `batch_size`, each padded to the
+    bucket of its longest source (`keras_transformer.data.buckets.bucket_batches`: one batch
+    shape per bucket, and one more at most) and handed to `search`, `workers`
     batches at a time; the hypotheses are detokenized with
     `preprocessor.generate_postprocess`. An empty sentence translates to `""` with score `0.0`
     without any search.
@@ -76,11 +85,15 @@ def run_translation(
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
         sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-        search: callable `(source_ids, bucket) -> hypotheses`: `source_ids` a list of lists of
-            int (`[START] pieces [END]`, unpadded), `bucket` their padded length; for each
+        search: callable `(source_ids, bucket, max_lengths) -> hypotheses`: `source_ids` a
+            list of lists of int (`[START] pieces [END]`, unpadded), `bucket` their padded
+            length, `max_lengths` the most tokens of each one's translation (the bucket of that
+            source alone + `extra_length`: the same whatever it is batched with); for each
             source, a list of `(tokens, score)`, best first, `tokens` trimmed after the end
             token.
         batch_size: int. Most sources per `search` call.
+        extra_length: int. A translation has at most its source's bucket length +
+            `extra_length` tokens.
         num_hypotheses: int or `None`, as in `Translator.translate`.
         attention: callable `(source_ids, tokens) -> array`, to fill `Translation.attention`.
             Defaults to `None`.
@@ -102,7 +115,11 @@ def run_translation(
 
     def run(batch):
         bucket, indices = batch
-        return indices, search([source_ids[index] for index in indices], bucket)
+        max_lengths = [
+            bucket_length(lengths[index], preprocessor.bucket_boundaries) + extra_length
+            for index in indices
+        ]
+        return indices, search([source_ids[index] for index in indices], bucket, max_lengths)
 
     batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
     for indices, hypotheses in _map(run, batches, workers):
@@ -178,8 +195,9 @@ class Translator(keras.Model):
         alpha: float. Length penalty strength. Defaults to `0.6`.
         max_source_length: int `>= 3`. Longest encoder input, `[START]` and `[END]` included;
             longer inputs are truncated. Defaults to `128`.
-        extra_length: int. Translations have at most `padded_source_length + extra_length`
-            tokens. Defaults to `50`.
+        extra_length: int. A translation has at most `extra_length` tokens more than its
+            source padded to its bucket (`bucket_length`), whatever it is batched with.
+            Defaults to `50`.
         batch_size: int. Sentences decoded together. Defaults to `32`.
         bucket_boundaries: ascending list of int `>= 2`, the padded source lengths. Defaults to
             `None`: `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
@@ -290,12 +308,16 @@ class Translator(keras.Model):
         check_search_options(beam_size, alpha, num_hypotheses)
         targets = self.preprocessor._targets
 
-        def search(source_ids, bucket):
+        def search(source_ids, bucket, max_lengths):
             import tensorflow as tf
 
             ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
             rows = self.preprocessor.pad_batch(ragged, bucket).numpy()
-            sequences, scores = self.generator(rows, beam_size=beam_size, alpha=alpha)
+            # The rows padding the batch (copies of its last source) stop after one token.
+            limits = max_lengths + [1] * (len(rows) - len(source_ids))
+            sequences, scores = self.generator(
+                rows, beam_size=beam_size, alpha=alpha, max_lengths=np.array(limits, "int32")
+            )
             return [
                 [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
                 for row in zip(sequences[: len(source_ids)], scores)
@@ -308,6 +330,7 @@ class Translator(keras.Model):
             sentences,
             search,
             self.batch_size,
+            self.extra_length,
             num_hypotheses,
             attention,
             workers=self._workers(),

@@ -546,6 +546,42 @@ def test_beam_search_matches_a_plain_python_reference(seed):
         np.testing.assert_allclose(scores[example], expected_scores, rtol=1e-4)
 
 
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_each_row_keeps_its_own_max_length(beam_size):
+    # Rows with different `max_lengths` in one batch each get exactly their search alone
+    # with that `max_new_tokens` (padded): the Translator batches sources of different
+    # buckets together this way. A low end bias makes many hypotheses run to their limit.
+    stub = RandomRecurrentStub(seed=3, end_bias=-1.0)
+    memory = stub.memory(6, seed=7)
+    limits, max_new_tokens = [1, 3, 9, 5, 2, 7], 9
+
+    def search(rows, max_new_tokens, max_lengths=None):
+        arguments = dict(max_new_tokens=max_new_tokens, end_id=END, max_lengths=max_lengths)
+        cache = stub.initial_cache(memory[rows])
+        start_tokens = starts(*([START] * len(rows)))
+        if beam_size == 1:
+            sequences, scores = greedy_search(stub, cache, start_tokens, **arguments)
+            return to_numpy(sequences[:, None], scores[:, None])
+        found = beam_search(stub, cache, start_tokens, beam_size=4, alpha=0.6, **arguments)
+        return to_numpy(*found)
+
+    sequences, scores = search(list(range(6)), max_new_tokens, ops.array(limits, "int32"))
+    cut = 0
+    for row, limit in enumerate(limits):
+        alone_sequences, alone_scores = search([row], limit)
+        np.testing.assert_array_equal(sequences[row, :, :limit], alone_sequences[0])
+        assert (sequences[row, :, limit:] == PAD).all()
+        np.testing.assert_allclose(scores[row], alone_scores[0], rtol=1e-6)
+        cut += int(limit < max_new_tokens and END not in sequences[row, 0, :limit])
+        if beam_size > 1:
+            expected, expected_scores = reference_beam_search(
+                stub, memory[row], START, limit, 4, 0.6
+            )
+            np.testing.assert_array_equal(sequences[row, :, :limit], expected)
+            np.testing.assert_allclose(scores[row], expected_scores, rtol=1e-4)
+    assert cut >= 2  # Some best hypotheses were cut at their own limit, below max_new_tokens.
+
+
 def test_beam_of_four_usually_beats_greedy():
     # Beam search is not guaranteed to score at least as well as greedy: the greedy prefix
     # can be pruned by beam_size better prefixes that later fare worse (example 3 here; the

@@ -197,13 +197,16 @@ def test_concurrent_batches_change_nothing_but_the_threads(tokenizer):
 def test_run_translation_searches_batches_in_threads_and_keeps_the_order(translator):
     import threading
 
+    from keras_transformer.data.buckets import bucket_length
     from keras_transformer.translator import run_translation
 
+    boundaries = translator.preprocessor.bucket_boundaries
     threads, calls, lock = set(), [], threading.Lock()
     started = threading.Barrier(2, timeout=30)
     targets = translator.preprocessor._targets
 
-    def search(source_ids, bucket):
+    def search(source_ids, bucket, max_lengths):
+        assert max_lengths == [bucket_length(len(ids), boundaries) + 7 for ids in source_ids]
         with lock:
             threads.add(threading.get_ident())
             calls.append(bucket)
@@ -214,7 +217,7 @@ def test_run_translation_searches_batches_in_threads_and_keeps_the_order(transla
         return [[([ids[1], targets.end_id], -float(len(ids)))] for ids in source_ids]
 
     sentences = SENTENCES * 2
-    results = run_translation(translator.preprocessor, sentences, search, 1, None, workers=2)
+    results = run_translation(translator.preprocessor, sentences, search, 1, 7, None, workers=2)
     assert len(threads) == 2 and len(calls) == len(sentences)
     # Each result holds its own source's search result.
     assert all(r.target_tokens == [r.source_tokens[1], "[END]"] for r in results)

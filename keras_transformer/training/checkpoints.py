@@ -176,4 +176,3 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if self.is_chief:
             prune_checkpoints(self.directory, self.keep)
         return path
-

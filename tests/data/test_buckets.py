@@ -18,13 +18,35 @@ def test_check_bucket_boundaries_has_one_minimum():
             check_bucket_boundaries(boundaries, 32)
 
 
-def test_bucket_batches_groups_by_bucket_in_length_order():
+def test_bucket_batches_cut_the_length_order_from_the_longest():
     lengths = {0: 9, 1: 3, 2: 5, 3: 12, 4: 3, 6: 16}
-    batches = bucket_batches(lengths, (8, 16), batch_size=2)
-    assert batches == [(8, [1, 4]), (8, [2]), (16, [0, 3]), (16, [6])]
+    batches = bucket_batches(lengths, (8, 16), batch_size=4)
+    # Only the shortest batch is partial; a batch takes the bucket of its longest sequence.
+    assert batches == [(8, [1, 4]), (16, [2, 0, 3, 6])]
+    assert bucket_batches(lengths, (8, 16), batch_size=2) == [
+        (8, [1, 4]),
+        (16, [2, 0]),
+        (16, [3, 6]),
+    ]
     assert bucket_batches([4, 2], (8,), batch_size=4) == [(8, [1, 0])]
+    assert bucket_batches({}, (8,), batch_size=4) == []
     with pytest.raises(ValueError, match="length=17"):
         bucket_batches([17], (8, 16), batch_size=4)
+
+
+def test_bucket_batches_compile_at_most_one_shape_per_bucket_and_one_more():
+    # Every index exactly once, in length order; full batches but the first.
+    lengths = [(7 * i) % 61 + 2 for i in range(500)]
+    boundaries = (8, 16, 24, 32, 48, 64)
+    batches = bucket_batches(lengths, boundaries, batch_size=64)
+    indices = [index for _, batch in batches for index in batch]
+    assert sorted(indices) == list(range(500))
+    assert [lengths[i] for i in indices] == sorted(lengths)
+    assert [len(batch) for _, batch in batches] == [500 - 7 * 64] + [64] * 7
+    for bucket, batch in batches:
+        assert bucket == min(b for b in boundaries if b >= max(lengths[i] for i in batch))
+    shapes = {(padded_batch_size(len(batch)), bucket) for bucket, batch in batches}
+    assert len(shapes) <= len({bucket for bucket, _ in batches}) + 1
 
 
 def test_padded_batch_size_of_a_tensor_equals_that_of_an_int():
