@@ -395,7 +395,7 @@ def replica_context():
     return context
 
 
-def compile_inference(function, variables, jit_compile, on_trace=None, input_specs=None):
+def compile_inference(function, variables, jit_compile, on_trace=None):
     """`function` compiled for inference on the active backend.
 
     TensorFlow: a `tf.function` (XLA when `jit_compile`). JAX: `jax.jit` over the
@@ -408,11 +408,6 @@ def compile_inference(function, variables, jit_compile, on_trace=None, input_spe
             values to the jitted function explicitly).
         jit_compile: bool. Compile with XLA where the backend can.
         on_trace: optional callable run once per trace (TensorFlow and jitted JAX).
-        input_specs: optional list of `(shape, dtype)`, one per positional argument, `None`
-            in a shape for any size. TensorFlow then traces once for all inputs that match
-            (XLA still compiles once per concrete shape, but the Python of the trace, about
-            1.3-1.6 s for a beam search, runs once); inputs must have these dtypes. JAX
-            traces once per shape regardless. Defaults to `None`: a trace per input shape.
 
     Returns:
         A callable with the signature of `function`.
@@ -431,12 +426,8 @@ def compile_inference(function, variables, jit_compile, on_trace=None, input_spe
         # design. TensorFlow counts traces per Python code object, so all of them (all of
         # `traced`) would add up to its "N out of the last N calls ... triggered tf.function
         # retracing" warning; a `partial` gives each function its own count.
-        signature = None
-        if input_specs is not None:
-            signature = [tf.TensorSpec(shape, dtype) for shape, dtype in input_specs]
         return tf.function(
             functools.partial(traced),
-            input_signature=signature,
             jit_compile=jit_compile,
             autograph=False,
         )

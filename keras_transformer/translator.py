@@ -121,7 +121,7 @@ def run_translation(
         ]
         return indices, search([source_ids[index] for index in indices], bucket, max_lengths)
 
-    batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
+    batches = _search_order(bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size))
     for indices, hypotheses in _map(run, batches, workers):
         for index, options in zip(indices, hypotheses, strict=True):
             found[index] = options[: num_hypotheses or 1]
@@ -146,6 +146,24 @@ def run_translation(
             )
         results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
     return results[0] if single else results
+
+
+def _search_order(batches):
+    """`batches` (`(bucket, indices)`) in the order to search them: the first batch of each
+    shape, then the others, each part longest bucket first.
+
+    A shape's first batch traces and compiles it (XLA, `jax.jit`): started early, the
+    compiles overlap with searches of shapes already compiled, instead of each making the
+    other worker wait on the way up the buckets; the short batches last fill the end.
+    Measured on 1,000 Bible verses (TensorFlow, two workers): first call 49-59 s instead of
+    61 s, the second unchanged (29 s).
+    """
+    seen, firsts, others = set(), [], []
+    for bucket, indices in sorted(batches, key=lambda batch: -batch[0]):
+        shape = (bucket, padded_batch_size(len(indices)))
+        (others if shape in seen else firsts).append((bucket, indices))
+        seen.add(shape)
+    return firsts + others
 
 
 def _map(function, items, workers):
