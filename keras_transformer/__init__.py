@@ -30,10 +30,8 @@ _EXPORTS = {
     "AccumulatedSchedule": "schedules",
     "WarmupSchedule": "schedules",
     "Translator": "translator",
-    **{
-        module: module
-        for module in ("layers", "losses", "metrics", "models", "optimizers", "schedules")
-    },
+    **{module: module for module in ("layers", "losses", "metrics", "models", "optimizers",
+                                     "schedules")},
 }
 
 __all__ = [

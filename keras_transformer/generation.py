@@ -128,9 +128,7 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     own = [layer["self"] for layer in layers]
 
     def step(tokens, cache, index, mask=None):
-        layers = [
-            {"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)
-        ]
+        layers = [{"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)]
         logits, layers = model.decode_step(
             tokens, layers, index, padding_mask, mask, encoding_table=encodings
         )

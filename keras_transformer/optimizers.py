@@ -5,9 +5,7 @@ import keras
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
 
 
-def transformer_adam(
-    d_model, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=None, **kwargs
-):
+def transformer_adam(d_model, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=None, **kwargs):
     """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 and the warm-up schedule.
 
     Args:

@@ -462,14 +462,7 @@ def _size(shapes):
 
 
 def _architecture(model):
-    names = (
-        "vocabulary_size",
-        "target_vocabulary_size",
-        "num_layers",
-        "d_model",
-        "num_heads",
-        "ff_dim",
-    )
+    names = ("vocabulary_size", "target_vocabulary_size", "num_layers", "d_model", "num_heads", "ff_dim")
     return ", ".join(f"{name}={getattr(model, name)}" for name in names)
 
 

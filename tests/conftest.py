@@ -76,9 +76,7 @@ def number_translator(tmp_path_factory):
         translator.save(directory / "translator.keras")
         (directory / "test_pairs.json").write_text(json.dumps(test_pairs), encoding="utf-8")
 
-    directory = shared_directory(
-        tmp_path_factory, f"number_translator_{keras.backend.backend()}", write
-    )
+    directory = shared_directory(tmp_path_factory, f"number_translator_{keras.backend.backend()}", write)
     test_pairs = json.loads((directory / "test_pairs.json").read_text(encoding="utf-8"))
     keras_path = directory / "translator.keras"
     return Translator.load(keras_path), [tuple(pair) for pair in test_pairs], keras_path

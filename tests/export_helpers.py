@@ -31,7 +31,6 @@ BAD_INPUTS = [
 ]
 TRUNCATED = [False, False, False, True, False, False, False]
 
-
 def train_number_translator():
     """`(translator, test_pairs)`: a tiny Translator trained on Spanish -> English number words
     (2,000 pairs, 4 epochs: about 20 s on TensorFlow) and 100 held-out test pairs.
@@ -48,9 +47,7 @@ def train_number_translator():
     data = make_dataset(
         splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
     )
-    model = Transformer.from_preset(
-        "tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0
-    )
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(
         optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
     )
@@ -58,10 +55,6 @@ def train_number_translator():
     # In-process translations (the expected outputs) run eagerly: a few sentences cost less
     # than an XLA compile per shape. The SavedModel is compiled either way.
     translator = Translator(
-        model,
-        tokenizer,
-        max_source_length=MAX_SOURCE_LENGTH,
-        bucket_boundaries=(16,),
-        jit_compile=False,
+        model, tokenizer, max_source_length=MAX_SOURCE_LENGTH, bucket_boundaries=(16,), jit_compile=False
     )
     return translator, splits.test

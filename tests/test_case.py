@@ -175,9 +175,7 @@ def check_training_dropout(case):
     weights with dropout 0. Without dropout (or with 0), training changes nothing."""
     layer = case.make(**case.dropout_kwargs)
     inference = to_numpy(first_output(case.call(layer, training=False)))
-    np.testing.assert_array_equal(
-        to_numpy(first_output(case.call(layer, training=False))), inference
-    )
+    np.testing.assert_array_equal(to_numpy(first_output(case.call(layer, training=False))), inference)
     first = to_numpy(first_output(case.call(layer, training=True)))
     second = to_numpy(first_output(case.call(layer, training=True)))
     if case.dropout_kwargs:
@@ -216,8 +214,7 @@ def check_fit_step(case):
         history = model.fit(case.inputs, target, batch_size=len(target), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     unchanged = [
-        path
-        for path, value in before.items()
+        path for path, value in before.items()
         if np.array_equal(value, to_numpy(_variable(layer, path)))
         and not path.endswith(case.unchanged_by_training or ("\0",))
     ]

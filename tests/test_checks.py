@@ -6,9 +6,7 @@ from keras_transformer._checks import check_int, check_number
 
 @pytest.mark.parametrize("value", [True, 1.0, "3", None, 0, -2])
 def test_check_int_refuses_and_names_the_argument(value):
-    with pytest.raises(
-        ValueError, match=rf"`beam_size` must be an int >= 1\. Received: beam_size={value!r}"
-    ):
+    with pytest.raises(ValueError, match=rf"`beam_size` must be an int >= 1\. Received: beam_size={value!r}"):
         check_int("beam_size", value, minimum=1)
 
 
@@ -20,9 +18,7 @@ def test_check_int_takes_numpy_integers_and_returns_python_ints():
 
 @pytest.mark.parametrize("value", [False, "0.6", -0.1, None])
 def test_check_number_refuses_and_names_the_argument(value):
-    with pytest.raises(
-        ValueError, match=rf"`alpha` must be a number >= 0\. Received: alpha={value!r}"
-    ):
+    with pytest.raises(ValueError, match=rf"`alpha` must be a number >= 0\. Received: alpha={value!r}"):
         check_number("alpha", value, minimum=0)
 
 

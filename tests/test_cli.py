@@ -39,9 +39,7 @@ def small_keras_translator(tmp_path_factory):
 
     keras.utils.set_random_seed(0)
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
-    model = Transformer.from_preset(
-        "tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1
-    )
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
     translator = Translator(
         model, tokenizer, max_source_length=16, extra_length=4, beam_size=2, jit_compile=False
     )

@@ -21,9 +21,8 @@ def uncached_greedy(model, source, max_length, start_id=1):
 
 @pytest.mark.slow
 def test_tiny_preset_learns_copy_task():
-    splits = copy_task(
-        num_train=4000, num_validation=100, num_test=200, vocabulary_size=12, max_length=7, seed=0
-    )
+    splits = copy_task(num_train=4000, num_validation=100, num_test=200, vocabulary_size=12,
+                       max_length=7, seed=0)
     inputs, targets = to_model_inputs(splits.train)
     model = kt.Transformer.from_preset("tiny", vocabulary_size=12, dropout=0.0, seed=0)
     model.compile(

@@ -31,11 +31,7 @@ def saved(tmp_path_factory):
     """`(path, config, vocabulary)` of a saved tiny Translator."""
     tokenizer = train_tokenizer(CORPUS, vocabulary_size=80)
     model = Transformer(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=1,
-        d_model=16,
-        num_heads=2,
-        ff_dim=32,
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
     )
     path = tmp_path_factory.mktemp("translator") / "translator.keras"
     Translator(model, tokenizer, max_source_length=8, extra_length=4).save(path)
@@ -153,10 +149,7 @@ def test_token_list_in_config_must_fit_the_embedding(saved, tmp_path):
         tokenizer_config(config)["vocabulary"] = saved[2][:-1]
 
     message = load_error(rewrite(saved, tmp_path, edit))
-    assert (
-        f"has {len(saved[2]) - 1} tokens" in message
-        and f"vocabulary_size={len(saved[2])}" in message
-    )
+    assert f"has {len(saved[2]) - 1} tokens" in message and f"vocabulary_size={len(saved[2])}" in message
 
 
 # --------------------------------------------------------------------------- oversized shapes
@@ -201,10 +194,7 @@ def no_weights(monkeypatch):
 @pytest.mark.parametrize(
     "sizes, match",
     [
-        (
-            {"vocabulary_size": 10**12, "target_vocabulary_size": 10**12},
-            "vocabulary_size=1000000000000",
-        ),
+        ({"vocabulary_size": 10**12, "target_vocabulary_size": 10**12}, "vocabulary_size=1000000000000"),
         ({"d_model": 2**30}, "d_model=1073741824"),
         ({"ff_dim": 10**15}, "ff_dim=1000000000000000"),
         ({"num_layers": 10**9, "num_decoder_layers": 10**9}, "num_layers=1000000000"),

@@ -29,10 +29,8 @@ def test_public_name_is_in_api_reference_with_example(name):
     obj = getattr(keras_transformer, name)
     reference = api_reference()
     module = obj.__module__.rsplit(".", 1)[0]
-    assert (
-        f".{name}" in reference
-        or f"::: {obj.__module__}\n" in reference
-        or (f"::: {module}\n" in reference)
+    assert f".{name}" in reference or f"::: {obj.__module__}\n" in reference or (
+        f"::: {module}\n" in reference
     ), f"{name} missing from docs/api"
     doc = inspect.getdoc(obj) or ""
     assert "Example:" in doc, f"{name} has no Example: section"

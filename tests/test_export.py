@@ -249,9 +249,7 @@ def small_translator(directory):
     from keras_transformer.text import train_tokenizer
 
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
-    model = Transformer.from_preset(
-        "tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1
-    )
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
     translator = Translator(
         model, tokenizer, max_source_length=8, extra_length=4, jit_compile=False
     )
@@ -329,12 +327,8 @@ def test_export_from_another_backend(number_translator, tmp_path):
     # Trained and saved under this backend; exported in a KERAS_BACKEND=tensorflow subprocess.
     shared = number_translator[0]
     translator = Translator(
-        shared.model,
-        shared.tokenizer,
-        max_source_length=MAX_SOURCE_LENGTH,
-        bucket_boundaries=shared.bucket_boundaries,
-        extra_length=10,
-        jit_compile=False,
+        shared.model, shared.tokenizer, max_source_length=MAX_SOURCE_LENGTH,
+        bucket_boundaries=shared.bucket_boundaries, extra_length=10, jit_compile=False,
     )
     expected = translator(SENTENCES)
     path = export_saved_model(translator, tmp_path / "exported")

@@ -36,9 +36,7 @@ def two_bucket_translator(directory):
     from keras_transformer.text import train_tokenizer
 
     tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
-    model = Transformer.from_preset(
-        "tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1
-    )
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
     translator = Translator(
         model,
         tokenizer,

@@ -45,9 +45,8 @@ def sequential_classifier():
 def test_encoder_block_in_user_classifier_trains_and_round_trips(build, tmp_path):
     ids, labels = classification_data()
     model = build()
-    model.compile(
-        optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy", metrics=["accuracy"]
-    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy",
+                  metrics=["accuracy"])
     history = model.fit(ids, labels, batch_size=32, epochs=12, verbose=0)
     assert history.history["accuracy"][-1] > 0.9, history.history["accuracy"]
     assert history.history["loss"][-1] < history.history["loss"][0]

@@ -218,9 +218,7 @@ def make_dataset(
         end_id = tokenizer.end_id if end_id is None else end_id
         source_rows = _rows(_tokenize(tokenizer, sources, tokenize_batch_size))
         target_rows = _rows(_tokenize(target_tokenizer, targets, tokenize_batch_size))
-    target_vocabulary_size = (
-        vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
-    )
+    target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
     source_pieces = _ragged(_checked_ids(source_rows, vocabulary_size, "pairs[{}][0]"))
     target_pieces = _ragged(_checked_ids(target_rows, target_vocabulary_size, "pairs[{}][1]"))
     for size in (vocabulary_size, target_vocabulary_size):

@@ -45,9 +45,7 @@ def copy_task(
     True
     """
     if vocabulary_size <= FIRST_TOKEN_ID + 1:
-        raise ValueError(
-            f"`vocabulary_size` must be > {FIRST_TOKEN_ID + 1}. Received: vocabulary_size={vocabulary_size}"
-        )
+        raise ValueError(f"`vocabulary_size` must be > {FIRST_TOKEN_ID + 1}. Received: vocabulary_size={vocabulary_size}")
     if not 1 <= min_length <= max_length:
         raise ValueError(
             "Need 1 <= min_length <= max_length. Received: "

@@ -96,9 +96,7 @@ class DecoderBlock(_ResidualBlock):
     ):
         # `x_mask` / `context_mask` are filled by Keras from implicit masks.
         padding_mask = x_mask if padding_mask is None else padding_mask
-        context_padding_mask = (
-            context_mask if context_padding_mask is None else context_padding_mask
-        )
+        context_padding_mask = context_mask if context_padding_mask is None else context_padding_mask
         if cache is not None and cache_index is None:
             raise ValueError("`cache_index` is required when `cache` is given.")
 

@@ -164,12 +164,7 @@ class EncoderBlock(_ResidualBlock):
 
         def attend(y):
             return call_sublayer(
-                self.self_attention,
-                y,
-                y,
-                query_mask=padding_mask,
-                value_mask=padding_mask,
-                training=training,
+                self.self_attention, y, y, query_mask=padding_mask, value_mask=padding_mask, training=training
             )
 
         (x,) = self._sublayer(

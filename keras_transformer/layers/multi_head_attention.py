@@ -202,9 +202,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if key_mask is None:
             key_mask = value_mask
-        query_heads = self._split_heads(
-            call_sublayer(self.query_dense, query), self._key_dim
-        )  # (b, q, h, dk)
+        query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
         query_batch, q_len = _backend.dims(query)[:2]
         query_offset = 0
         grouped = False
@@ -217,9 +215,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # values are neither repeated nor copied. (b * group, q, h, dk) -> (b, group * q, h, dk)
             key_heads, value_heads = cache["key"], cache["value"]
             key_batch = _backend.dims(key_heads)[0]
-            query_heads = _backend.reshape(
-                query_heads, (key_batch, -1, self.num_heads, self._key_dim)
-            )
+            query_heads = _backend.reshape(query_heads, (key_batch, -1, self.num_heads, self._key_dim))
             q_len = _backend.dims(query_heads)[1]
             if attention_mask is not None:
                 attention_mask = _backend.reshape(attention_mask, (key_batch, q_len, -1))
@@ -240,9 +236,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 raise ValueError("`value` is required unless a precomputed `cache` is given.")
             if key is None:
                 key = value
-            key_heads = self._split_heads(
-                call_sublayer(self.key_dense, key), self._key_dim
-            )  # (b, k, h, dk)
+            key_heads = self._split_heads(call_sublayer(self.key_dense, key), self._key_dim)  # (b, k, h, dk)
             value_heads = self._split_heads(call_sublayer(self.value_dense, value), self._value_dim)
             if cache is not None:
                 index = ops.cast(cache_index, "int32")
@@ -311,9 +305,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )  # (batch, q_len, heads, value_dim)
         if grouped:  # (b, group * q, h, dv) -> (b * group, q, h, dv)
             q_len = _backend.dims(query)[1]
-            outputs = _backend.reshape(
-                outputs, (query_batch, q_len, self.num_heads, self._value_dim)
-            )
+            outputs = _backend.reshape(outputs, (query_batch, q_len, self.num_heads, self._value_dim))
         batch = _backend.dims(outputs)[0]
         outputs = _backend.reshape(outputs, (batch, q_len, self.num_heads * self._value_dim))
         outputs = call_sublayer(self.output_dense, outputs)  # (batch, q_len, query_dim)
@@ -321,13 +313,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             if grouped:
                 # Grouped rows back apart: (b, h, group * q, k) -> (b * group, h, q, k).
-                shape = (
-                    _backend.dims(scores)[0],
-                    self.num_heads,
-                    -1,
-                    _backend.dims(query)[1],
-                    k_len,
-                )
+                shape = (_backend.dims(scores)[0], self.num_heads, -1, _backend.dims(query)[1], k_len)
                 scores = ops.transpose(_backend.reshape(scores, shape), (0, 2, 1, 3, 4))
                 scores = _backend.reshape(scores, (query_batch, self.num_heads, -1, k_len))
             results += (scores,)

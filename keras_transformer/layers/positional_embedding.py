@@ -96,9 +96,7 @@ class PositionalEmbedding(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
-            raise ValueError(
-                f"`vocabulary_size` must be a positive int. Received: vocabulary_size={vocabulary_size}"
-            )
+            raise ValueError(f"`vocabulary_size` must be a positive int. Received: vocabulary_size={vocabulary_size}")
         if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
             raise ValueError(
                 f"`d_model` must be a positive even int (sin/cos pairs). Received: d_model={d_model}"
@@ -161,7 +159,9 @@ class PositionalEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "mask_zero": self.mask_zero,
                 "scale": self.scale,
-                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
                 "seed": self.seed,
             }
         )
@@ -174,7 +174,9 @@ class PositionalEmbedding(keras.layers.Layer):
             config["vocabulary_size"] = config.pop("vocab_size")
         return super().from_config(config)
 
-    def compute_output_shape(self, inputs_shape, start_index=0, reverse=False, encoding_table=None):
+    def compute_output_shape(
+        self, inputs_shape, start_index=0, reverse=False, encoding_table=None
+    ):
         if reverse:
             return tuple(inputs_shape[:-1]) + (self.vocabulary_size,)
         return tuple(inputs_shape) + (self.d_model,)

@@ -92,9 +92,7 @@ class Transformer(keras.Model):
         seed=None,
         **kwargs,
     ):
-        target_vocabulary_size = (
-            vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
-        )
+        target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         sizes = dict(
             vocabulary_size=vocabulary_size,
@@ -143,7 +141,8 @@ class Transformer(keras.Model):
             EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(num_layers)
         ]
         decoder_blocks = [
-            DecoderBlock(**block_args, name=f"decoder_block_{i}") for i in range(num_decoder_layers)
+            DecoderBlock(**block_args, name=f"decoder_block_{i}")
+            for i in range(num_decoder_layers)
         ]
         encoder_norm = decoder_norm = None
         if norm_first:
@@ -384,10 +383,7 @@ class Transformer(keras.Model):
     def from_config(cls, config):
         config = copy.deepcopy(config)
         # Files saved before 0.2.0 spell the sizes `vocab_size` and `target_vocab_size`.
-        for old, new in (
-            ("vocab_size", "vocabulary_size"),
-            ("target_vocab_size", "target_vocabulary_size"),
-        ):
+        for old, new in (("vocab_size", "vocabulary_size"), ("target_vocab_size", "target_vocabulary_size")):
             if old in config and new not in config:
                 config[new] = config.pop(old)
         return cls(**config)
@@ -434,7 +430,6 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
             f"These sizes make {count} weights ({needed} bytes of {policy.variable_dtype}), "
             f"more than this machine's {available} bytes of memory. Received: {received}"
         )
-
 
 # === The two stacks, wired once for the functional graph and the decoding steps ===
 def _encoder_stack(embedding, blocks, norm, encoder_inputs, training=None):

@@ -334,7 +334,8 @@ class Tokenizer(keras.layers.Layer):
             )
             if expected is not None and size != expected:
                 raise ValueError(
-                    f"it has {size} tokens. Received: vocabulary_size={size}, {argument}={expected}"
+                    f"it has {size} tokens. Received: "
+                    f"vocabulary_size={size}, {argument}={expected}"
                 )
             self.set_vocabulary(vocabulary)
         except (ValueError, OSError) as error:

@@ -81,10 +81,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
         restore_epoch=True,
     ):
         super().__init__(
-            backup_dir,
-            save_freq=save_freq,
-            double_checkpoint=False,
-            delete_checkpoint=delete_checkpoint,
+            backup_dir, save_freq=save_freq, double_checkpoint=False, delete_checkpoint=delete_checkpoint
         )
         if save_freq != "epoch" and (isinstance(save_freq, bool) or save_freq < 1):
             raise ValueError(

@@ -26,6 +26,7 @@ from keras_transformer.training.config import BEST_MONITORS
 logger = logging.getLogger("keras_transformer")
 
 
+
 def export_best(translator, directory):
     """Writes `translator` as the run's best export: a preset directory
     (`Translator.from_preset(directory)`), replaced atomically.
@@ -167,11 +168,8 @@ class KeepBest(keras.callbacks.Callback):
 
     def summary(self):
         """`{"monitor", "best", "best_step", "wait", "evaluations", "stopped_early"}`."""
-        return {
-            "monitor": self.monitor,
-            **summarize(self.evaluations, self.mode),
-            "stopped_early": self.stopped,
-        }
+        return {"monitor": self.monitor, **summarize(self.evaluations, self.mode),
+                "stopped_early": self.stopped}
 
     def observe(self, step, value):
         """Records the validation `value` at `step`: exports on improvement, and stops
@@ -179,9 +177,7 @@ class KeepBest(keras.callbacks.Callback):
         value = float(value)
         previous = summarize(self.evaluations, self.mode)["best"]
         self.evaluations.append((int(step), value))
-        improved = previous is None or (
-            value > previous if self.mode == "max" else value < previous
-        )
+        improved = previous is None or (value > previous if self.mode == "max" else value < previous)
         if improved and self.export_fn is not None:
             self.export_fn(step)
             logger.info("%s improved to %.4f at step %d: exported.", self.monitor, value, step)
@@ -221,9 +217,7 @@ class KeepBest(keras.callbacks.Callback):
 
     # === Helpers ===
     def _patience_spent(self):
-        return (
-            bool(self.patience) and summarize(self.evaluations, self.mode)["wait"] >= self.patience
-        )
+        return bool(self.patience) and summarize(self.evaluations, self.mode)["wait"] >= self.patience
 
     def _write(self):
         if self.is_chief:

@@ -176,3 +176,4 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if self.is_chief:
             prune_checkpoints(self.directory, self.keep)
         return path
+

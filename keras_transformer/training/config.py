@@ -459,17 +459,13 @@ class TrainingConfig:
         evaluation, distribution = self.evaluation, self.distribution
         _check_choice("data.dataset", data.dataset, DATASETS)
         _check_choice("data.tokenizer", data.tokenizer, TOKENIZERS)
-        if (
-            data.sentencepiece_model or data.sentencepiece_options
-        ) and data.tokenizer != "sentencepiece":
+        if (data.sentencepiece_model or data.sentencepiece_options) and data.tokenizer != "sentencepiece":
             raise ConfigError(
                 "`data.sentencepiece_model` and `data.sentencepiece_options` need "
                 f"`data.tokenizer = 'sentencepiece'`. Received: data.tokenizer={data.tokenizer!r}"
             )
         if data.dataset == "tsv" and not data.path:
-            raise ConfigError(
-                f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}"
-            )
+            raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
         _check_choice("model.preset", model.preset, ("", *MODEL_PRESETS))
         _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
         _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
@@ -504,9 +500,7 @@ class TrainingConfig:
             ("distribution.initialization_timeout", distribution.initialization_timeout, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(
-                    f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}"
-                )
+                raise ConfigError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
         if data.tokens_per_batch // training.accumulate_steps < data.max_length:
             raise ConfigError(
                 "`data.tokens_per_batch` / `training.accumulate_steps` (the micro-batch) must "
@@ -548,10 +542,7 @@ class TrainingConfig:
                 f"Received: evaluation.samples={evaluation.samples!r}"
             )
         optimizer = self.optimizer
-        for name, value in (
-            ("optimizer.beta_1", optimizer.beta_1),
-            ("optimizer.beta_2", optimizer.beta_2),
-        ):
+        for name, value in (("optimizer.beta_1", optimizer.beta_1), ("optimizer.beta_2", optimizer.beta_2)):
             if not 0 <= value < 1:
                 raise ConfigError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
         if optimizer.epsilon <= 0:
@@ -613,9 +604,7 @@ def _read_config_file(path):
     """The nested dicts of a config file; `ConfigError` (one line) when it cannot be read."""
     extension = os.path.splitext(path)[1].lower()
     if extension not in (".toml", ".yaml", ".yml", ".json"):
-        raise ConfigError(
-            f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}"
-        )
+        raise ConfigError(f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}")
     if extension in (".yaml", ".yml"):
         try:
             import yaml  # An optional dependency: needed for YAML files only.
@@ -637,9 +626,7 @@ def _read_config_file(path):
     except UnicodeDecodeError as error:
         raise ConfigError(f"invalid UTF-8 at byte {error.start}") from None
     except syntax_errors as error:
-        raise ConfigError(
-            f"invalid {extension[1:].upper()}: {' '.join(str(error).split())}"
-        ) from None
+        raise ConfigError(f"invalid {extension[1:].upper()}: {' '.join(str(error).split())}") from None
 
 
 def set_dotted(values, key, value):

@@ -10,7 +10,6 @@ from keras import ops
 
 # JAX is imported inside `to_numpy` on the JAX backend only (the other backends never load it).
 
-
 def sync_model_state(model):
     """Writes the JAX trainer's in-flight state back into the model's variables.
 

@@ -300,3 +300,4 @@ def _tf_devices():
         return [device.name for device in gpus]
     cpus = tf.config.list_logical_devices("CPU")
     return [device.name for device in cpus] if len(cpus) > 1 else []
+

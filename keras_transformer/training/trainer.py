@@ -249,11 +249,9 @@ def prepare_run(config, verbose="auto"):
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
             os.replace(paths.legacy_config, paths.config)
         write_json(paths.config, config.to_dict())
-    report(
-        f"keras-transformer train: backend {keras.backend.backend()}, strategy "
-        f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
-        f"process(es)), output {paths.output_dir}"
-    )
+    report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
+           f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
+           f"process(es)), output {paths.output_dir}")
     splits, tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
         config, context, paths, report
     )
@@ -280,15 +278,11 @@ def _prepare_data(config, context, paths, report):
     """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
     validation data and the epoch size."""
     splits = load_splits(config.data)
-    report(
-        f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
-        f"validation, {len(splits.test)} test pairs"
-    )
+    report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
+           f"validation, {len(splits.test)} test pairs")
     tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
-    report(
-        f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
-        + (f" (from {config.training.init_from})" if initial is not None else "")
-    )
+    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
+           + (f" (from {config.training.init_from})" if initial is not None else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     train_data = make_dataset(
         splits.train,
@@ -305,11 +299,9 @@ def _prepare_data(config, context, paths, report):
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
     steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
-    report(
-        f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-        f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
-        + (f", {accumulate} batches per step" if accumulate > 1 else "")
-    )
+    report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
+           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
+           + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
         validation_data = make_dataset(
@@ -332,11 +324,9 @@ def _prepare_model(config, context, tokenizer, report, initial=None):
         model.optimizer.build(model.trainable_variables)
         if initial is not None:
             fine_tune.check_architecture(model, initial.model, config.training.init_from)
-    report(
-        f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
-        f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
-        f"dtype policy {model.dtype_policy.name}"
-    )
+    report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
+           f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
+           f"dtype policy {model.dtype_policy.name}")
     evaluation = config.evaluation
     eval_model = local_copy(model) if context.is_distributed else model
     translator = Translator(
@@ -411,10 +401,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
             history={key: [float(value) for value in values] for key, values in history.items()},
         )
     if stopped_by_time:
-        report(
-            f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
-            "run the same command again to continue"
-        )
+        report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
+               "run the same command again to continue")
     best = keep_best.summary() if keep_best is not None else None
     return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time, best)
 
@@ -448,11 +436,7 @@ def _callbacks(run, backup, time_limit):
     keep_best = None
     if training.keep_best:
         keep_best = make_keep_best(
-            run.config,
-            run.paths,
-            lambda step: _save_best(run, step),
-            backup,
-            callback_list,
+            run.config, run.paths, lambda step: _save_best(run, step), backup, callback_list,
             is_chief=context.is_chief,
         )
     if training.tensorboard and context.is_chief:
@@ -466,9 +450,7 @@ def _save_best(run, step):
         copy_weights(run.model, run.eval_model)
     if run.context.is_chief:
         export_best(run.translator, run.paths.best)
-    run.report(
-        f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}"
-    )
+    run.report(f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}")
 
 
 def _resume(run, stages, state, trained, backup_weights):
@@ -476,26 +458,18 @@ def _resume(run, stages, state, trained, backup_weights):
     training, context, report, paths = run.config.training, run.context, run.report, run.paths
     steps_per_epoch = run.steps_per_epoch
     if trained:
-        report(
-            f"training: finished by an earlier run ({trained['steps']} steps); going on with "
-            f"the stages after it ({', '.join(stages.done_stages())} done)"
-        )
+        report(f"training: finished by an earlier run ({trained['steps']} steps); going on with "
+               f"the stages after it ({', '.join(stages.done_stages())} done)")
         return trained["steps"]
     if state:
         steps_done = min(state["step"], training.train_steps)
-        report(
-            f"resuming from the backup of step {steps_done} "
-            f"(epoch {steps_done // steps_per_epoch + 1}, "
-            f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})"
-        )
+        report(f"resuming from the backup of step {steps_done} "
+               f"(epoch {steps_done // steps_per_epoch + 1}, "
+               f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
         every = training.checkpoint_every or steps_per_epoch
         expected = state["step"] % every == 0 or state["step"] == training.train_steps
-        if (
-            context.is_chief
-            and expected
-            and restore_checkpoint(
-                paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
-            )
+        if context.is_chief and expected and restore_checkpoint(
+            paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
         ):
             report(f"restored the checkpoint of step {state['step']} from the backup")
         return steps_done
@@ -577,9 +551,7 @@ def finalize_run(run, outcome):
         metrics["best"] = outcome.best
     history = trained["history"]
     if not context.is_chief:
-        return TrainingResult(
-            model, None, run.tokenizer, history, metrics, paths.output_dir, config
-        )
+        return TrainingResult(model, None, run.tokenizer, history, metrics, paths.output_dir, config)
     if run.eval_model is not model:
         copy_weights(model, run.eval_model)
     metrics.update(_evaluate(run, stages))
@@ -623,10 +595,8 @@ def _average(run, stages):
         with context.scope():
             checkpoints_averaged = average_last_checkpoints(model, paths.checkpoints, keep)
         if checkpoints_averaged:
-            report(
-                f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
-                f"{', '.join(str(step) for step, _ in checkpoints_averaged)})"
-            )
+            report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
+                   f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
     save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
     return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
 
@@ -639,11 +609,9 @@ def _evaluate(run, stages):
         evaluated = {}
         if run.config.evaluation.test and test:
             evaluated = evaluate_translations(run.translator, test, verbose=report.enabled)
-            report(
-                f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
-                f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
-                f"({evaluated['test_seconds']:.0f} s)"
-            )
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
+                   f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
+                   f"({evaluated['test_seconds']:.0f} s)")
         evaluated = stages.record("evaluated", **evaluated)
     elif "test_bleu" in evaluated:
         report(f"test: done by an earlier run: BLEU {evaluated['test_bleu']:.2f}")
@@ -732,9 +700,7 @@ def load_splits(data):
             num_validation=data.num_validation, num_test=data.num_test, **options
         )
     pairs = datasets.read_tsv(data.path, **options)
-    return datasets.split_pairs(
-        list(pairs), num_validation=data.num_validation, num_test=data.num_test
-    )
+    return datasets.split_pairs(list(pairs), num_validation=data.num_validation, num_test=data.num_test)
 
 
 def load_or_train_tokenizer(path, pairs, data, is_chief=True):
@@ -782,9 +748,7 @@ def build_model(config, vocabulary_size):
     if dtype:
         arguments["dtype"] = dtype
     if config.model.preset:
-        model = Transformer.from_preset(
-            config.model.preset, vocabulary_size=vocabulary_size, **arguments
-        )
+        model = Transformer.from_preset(config.model.preset, vocabulary_size=vocabulary_size, **arguments)
     else:
         model = Transformer(vocabulary_size=vocabulary_size, **arguments)
     if dtype and model.dtype_policy.name != dtype:

@@ -288,11 +288,7 @@ def test_invalid_pairs(tokenizer):
         ),
         ([([3, -4], [5])], {}, r"pairs\[0\]\[0\]\[1\]=-4"),
         ([([3.0, 4.0], [5])], {}, r"pairs\[0\]\[0\].dtype=float64"),
-        (
-            [([3], [5])],
-            {"vocabulary_size": 20, "target_vocabulary_size": 5},
-            r"pairs\[0\]\[1\]\[0\]=5",
-        ),
+        ([([3], [5])], {"vocabulary_size": 20, "target_vocabulary_size": 5}, r"pairs\[0\]\[1\]\[0\]=5"),
         ([([3], [5])], {"vocabulary_size": 20, "end_id": 20}, "end_id=20, vocabulary_size=20"),
     ],
 )

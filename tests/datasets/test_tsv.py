@@ -134,9 +134,7 @@ def test_split_pairs_keeps_a_key_in_one_split_and_merges_both_groupings():
     keys = ["k", "k", "m"] + [f"k{i}" for i in range(40)]
     for salt in ("one", "two", "three", "four", "five"):
         splits = split_pairs(pairs, num_validation=10, num_test=10, keys=keys, salt=salt)
-        homes = [
-            name for name, split in zip(Splits._fields, splits) for p in pairs[:3] if p in split
-        ]
+        homes = [name for name, split in zip(Splits._fields, splits) for p in pairs[:3] if p in split]
         assert len(homes) == 3 and len(set(homes)) == 1
 
 

@@ -42,9 +42,7 @@ def test_decoder_is_causal(dropout, attention_dropout):
 
 def test_cross_attention_uses_encoder_mask():
     block = DecoderBlock(num_heads=4, ff_dim=32, dropout=0.0)
-    base, scores = block(
-        X, CONTEXT, context_padding_mask=CONTEXT_MASK, return_attention_scores=True
-    )
+    base, scores = block(X, CONTEXT, context_padding_mask=CONTEXT_MASK, return_attention_scores=True)
     scores = to_numpy(scores)
     assert scores.shape == (2, 4, 6, 5)
     np.testing.assert_allclose(scores[1, :, :, 3:], 0.0, atol=1e-7)
@@ -90,11 +88,8 @@ def test_decoder_cache_matches_full_pass():
     cache = block.init_cache(CONTEXT, max_length=6)
     for index in range(6):
         step, cache = block(
-            X[:, index : index + 1],
-            None,
-            context_padding_mask=CONTEXT_MASK,
-            cache=cache,
-            cache_index=index,
+            X[:, index : index + 1], None, context_padding_mask=CONTEXT_MASK,
+            cache=cache, cache_index=index,
         )
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
@@ -118,9 +113,7 @@ def test_mixed_precision_blocks_run_and_stay_finite(policy):
     keras.config.set_dtype_policy(policy)
     block = DecoderBlock(num_heads=4, ff_dim=32)
     out = block(X, CONTEXT, context_padding_mask=np.zeros((2, 5), bool))
-    assert keras.backend.standardize_dtype(out.dtype) == (
-        "float32" if policy == "float32" else "bfloat16"
-    )
+    assert keras.backend.standardize_dtype(out.dtype) == ("float32" if policy == "float32" else "bfloat16")
     assert np.isfinite(to_numpy(out).astype("float32")).all()
 
 

@@ -8,10 +8,7 @@ from tests.test_case import to_numpy
 
 def test_merge_masks_combines_all_kinds():
     mask = merge_masks(
-        3,
-        3,
-        query_mask=np.array([[1, 1, 0]]),
-        key_mask=np.array([[1, 0, 1]]),
+        3, 3, query_mask=np.array([[1, 1, 0]]), key_mask=np.array([[1, 0, 1]]),
         use_causal_mask=True,
     )
     expected = np.array([[1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)

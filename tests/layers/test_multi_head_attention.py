@@ -114,11 +114,8 @@ def test_cache_matches_full_attention_step_by_step():
     cache = layer.init_cache(2, 5)
     for index in range(5):
         step, cache = layer(
-            x[:, index : index + 1],
-            x[:, index : index + 1],
-            use_causal_mask=True,
-            cache=cache,
-            cache_index=index,
+            x[:, index : index + 1], x[:, index : index + 1], use_causal_mask=True,
+            cache=cache, cache_index=index,
         )
         np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
 
@@ -147,9 +144,7 @@ def test_rows_sharing_a_precomputed_cache_row_match_a_repeated_cache(fused, monk
         query, value_mask=value_mask, cache=shared, return_attention_scores=True
     )
     expected, expected_scores, _ = layer(
-        query,
-        value_mask=np.repeat(value_mask, 3, axis=0),
-        cache=repeated,
+        query, value_mask=np.repeat(value_mask, 3, axis=0), cache=repeated,
         return_attention_scores=True,
     )
     np.testing.assert_allclose(to_numpy(grouped), to_numpy(expected), atol=1e-5)

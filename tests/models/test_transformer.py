@@ -136,9 +136,7 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="preset='huge'"):
         Transformer.from_preset("huge", vocabulary_size=10)
     with pytest.raises(ValueError, match="target_vocabulary_size=12"):
-        Transformer(
-            vocabulary_size=10, target_vocabulary_size=12, num_layers=1, d_model=8, num_heads=2
-        )
+        Transformer(vocabulary_size=10, target_vocabulary_size=12, num_layers=1, d_model=8, num_heads=2)
     with pytest.raises(ValueError, match="num_heads=3"):
         Transformer(vocabulary_size=10, num_layers=1, d_model=8, num_heads=3)
     with pytest.raises(ValueError, match="num_layers=0"):

@@ -77,13 +77,8 @@ def saved_models(tmp_path_factory):
     batch = {"encoder_inputs": IDS, "decoder_inputs": IDS[:, ::-1].copy()}
     encoder.save(directory / "encoder.keras")
     transformer.save(directory / "transformer.keras")
-    np.savez(
-        directory / "expected.npz",
-        encoder=to_numpy(encoder(X)),
-        X=X,
-        transformer=to_numpy(transformer(batch)),
-        **batch,
-    )
+    np.savez(directory / "expected.npz", encoder=to_numpy(encoder(X)), X=X,
+             transformer=to_numpy(transformer(batch)), **batch)
     return directory
 
 

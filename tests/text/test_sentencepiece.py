@@ -206,11 +206,7 @@ def saved(tmp_path_factory):
     """`(path, translator)`: a tiny SentencePiece Translator saved to a `.keras` file."""
     tokenizer = train_sentencepiece(CORPUS * 10, vocabulary_size=100)
     model = Transformer(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=1,
-        d_model=16,
-        num_heads=2,
-        ff_dim=32,
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16, num_heads=2, ff_dim=32
     )
     translator = Translator(
         model, tokenizer, max_source_length=8, extra_length=4, jit_compile=False
@@ -237,6 +233,7 @@ def test_translator_reloads_with_its_sentencepiece_model(saved):
     )
 
 
+
 def test_preset_directory_carries_the_sentencepiece_model(saved, tmp_path):
     _, translator = saved
     translator.save_to_preset(tmp_path / "preset")
@@ -246,7 +243,6 @@ def test_preset_directory_carries_the_sentencepiece_model(saved, tmp_path):
     sources = CORPUS[:3] + [""]
     expected = [t.text for t in translator.translate(sources)]
     assert [t.text for t in restored.translate(sources)] == expected
-
 
 def _rewrite(saved, tmp_path, asset):
     target = tmp_path / "crafted.keras"
@@ -312,9 +308,7 @@ def test_saved_model_translates_as_the_translator(tmp_path):
     data = make_dataset(
         splits.train, tokenizer, tokens_per_batch=768, max_length=24, bucket_boundaries=[24]
     )
-    model = Transformer.from_preset(
-        "tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0
-    )
+    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(transformer_adam(64, warmup_steps=100), LabelSmoothedCrossentropy(0.1))
     model.fit(data.dataset.take(12), verbose=0)  # a few steps: the outputs are not empty
     translator = Translator(

@@ -75,15 +75,11 @@ def test_micro_batches_make_the_update_of_one_batch(optimizer_name):
 
     def optimizer(steps):
         if optimizer_name == "adam":
-            return transformer_adam(
-                16, warmup_steps=2, scale=0.5, gradient_accumulation_steps=steps
-            )
+            return transformer_adam(16, warmup_steps=2, scale=0.5, gradient_accumulation_steps=steps)
         schedule = WarmupSchedule(16, warmup_steps=2, scale=10.0)
         if steps > 1:
             schedule = AccumulatedSchedule(schedule, steps)
-        return keras.optimizers.SGD(
-            schedule, gradient_accumulation_steps=steps if steps > 1 else None
-        )
+        return keras.optimizers.SGD(schedule, gradient_accumulation_steps=steps if steps > 1 else None)
 
     accumulated, initial = train_tiny(optimizer(accumulate_steps), ROWS // accumulate_steps, x, y)
     whole, _ = train_tiny(optimizer(1), ROWS, x, y)
@@ -97,10 +93,8 @@ def test_micro_batches_make_the_update_of_one_batch(optimizer_name):
             continue
         moved = max(moved, float(np.max(np.abs(second - start))))
         differences = max(differences, float(np.max(np.abs(first - second))))
-    print(
-        f"accumulation {keras.backend.backend()} {optimizer_name}: max weight difference "
-        f"{differences:.3g}, largest weight change {moved:.3g}"
-    )
+    print(f"accumulation {keras.backend.backend()} {optimizer_name}: max weight difference "
+          f"{differences:.3g}, largest weight change {moved:.3g}")
     assert moved > 0.1  # the runs did train
     assert differences < TOLERANCE, (differences, moved)
 
@@ -185,10 +179,7 @@ def test_config_checks_accumulate_steps():
         TrainingConfig.from_dict({"training": {"accumulate_steps": 0}})
     with pytest.raises(ValueError, match="micro-batch.*training.accumulate_steps=4"):
         TrainingConfig.from_dict(
-            {
-                "data": {"max_length": 64, "tokens_per_batch": 200},
-                "training": {"accumulate_steps": 4},
-            }
+            {"data": {"max_length": 64, "tokens_per_batch": 200}, "training": {"accumulate_steps": 4}}
         )
 
 
@@ -247,7 +238,7 @@ def test_accumulation_with_data_parallel_equals_one_device():
     result = run_python([os.path.join(SCRIPTS, "accumulation_distributed.py")], timeout=400)
     assert result.returncode == 0, result.stderr[-4000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
-    results = json.loads(line[len("RESULT ") :])
+    results = json.loads(line[len("RESULT "):])
     print(f"accumulation {results['strategy']}: max weight difference {results['weight_diff']:.3g}")
     assert results["replicas"] == 2
     assert results["iterations"] == [3, 3]

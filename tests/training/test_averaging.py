@@ -16,9 +16,7 @@ def test_average_checkpoints_is_the_mean(tmp_path):
         model.set_weights(values)
         model.save_weights(str(tmp_path / f"ckpt-{index}.weights.h5"))
         saved.append(values)
-    averaged = average_checkpoints(
-        model, [str(tmp_path / f"ckpt-{i}.weights.h5") for i in range(3)]
-    )
+    averaged = average_checkpoints(model, [str(tmp_path / f"ckpt-{i}.weights.h5") for i in range(3)])
     for position, value in enumerate(weights_of(model)):
         expected = np.mean([values[position] for values in saved], axis=0)
         np.testing.assert_allclose(value, expected, rtol=1e-6, atol=1e-7)

@@ -84,13 +84,7 @@ def test_backup_records_and_restores_the_dropout_seeds(tmp_path):
     fresh = dropout_model()
     assert seeds(fresh) == initial
     # The backup says epoch 1 is done: `fit` restores the state and trains no more.
-    fresh.fit(
-        x,
-        y,
-        batch_size=2,
-        epochs=1,
-        verbose=0,
-        callbacks=[ResumableBackupAndRestore(str(tmp_path), delete_checkpoint=False)],
-    )
+    fresh.fit(x, y, batch_size=2, epochs=1, verbose=0,
+              callbacks=[ResumableBackupAndRestore(str(tmp_path), delete_checkpoint=False)])
     assert seeds(fresh) == trained
     np.testing.assert_array_equal(weights_of(fresh)[0], weights_of(model)[0])

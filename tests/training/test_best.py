@@ -69,9 +69,7 @@ def test_equal_score_is_no_improvement_and_loss_is_minimized(tmp_path):
 
 def test_best_export_happens_at_the_best_step(tmp_path):
     values = [1.0, 3.0, 2.0, 2.5, 2.9, 2.0]
-    keep, scripted, exports, _ = fit_scripted(
-        tmp_path, "val_accuracy", values, patience=0, epochs=6
-    )
+    keep, scripted, exports, _ = fit_scripted(tmp_path, "val_accuracy", values, patience=0, epochs=6)
     assert not keep.stopped  # patience 0: never stops
     assert [step for step, _ in exports] == [2, 4]  # each improvement, at its step
     best_weights = exports[-1][1]
@@ -184,9 +182,7 @@ def test_train_exports_the_best_step_and_early_stopping_survives_a_crash(
     monkeypatch.setattr(
         KeepBest,
         "on_epoch_end",
-        lambda self, epoch, logs=None: on_epoch_end(
-            self, epoch, {**logs, "val_loss": script[self._step]}
-        ),
+        lambda self, epoch, logs=None: on_epoch_end(self, epoch, {**logs, "val_loss": script[self._step]}),
     )
 
     config = tiny_run(
@@ -222,13 +218,7 @@ def test_train_exports_the_best_step_and_early_stopping_survives_a_crash(
     finished = train(config, verbose=0)
     assert finished.metrics["steps"] == finished.metrics["optimizer_iterations"] == 16
     assert finished.metrics["steps_this_run"] == 0
-    assert finished.metrics["best"] == {
-        "monitor": "val_loss",
-        "best": 2.0,
-        "best_step": 8,
-        "wait": 2,
-        "evaluations": 4,
-        "stopped_early": True,
-    }
+    assert finished.metrics["best"] == {"monitor": "val_loss", "best": 2.0, "best_step": 8,
+                                        "wait": 2, "evaluations": 4, "stopped_early": True}
     for kept, expected in zip(transformer_weights(best), at_best, strict=True):
         np.testing.assert_array_equal(kept, expected)

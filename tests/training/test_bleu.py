@@ -20,7 +20,9 @@ def test_bleu_callback_logs_to_history_and_tensorboard(tmp_path):
         log_dir=str(tmp_path / "logs"),
     )
     logger = TensorBoardLogger(str(tmp_path / "logs"), update_freq=2)
-    history = small_model().fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[bleu, logger])
+    history = small_model().fit(
+        x, y, batch_size=2, epochs=2, verbose=0, callbacks=[bleu, logger]
+    )
     assert history.history["val_bleu"] == pytest.approx([100.0, 100.0])
     assert [step for step, _ in bleu.history] == [6, 12]
     tags = {}

@@ -63,10 +63,8 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"training": {"train_steps": 0}}, "training.train_steps=0"),
         ({"training": {"label_smoothing": 1.0}}, "training.label_smoothing=1.0"),
         ({"distribution": {"num_processes": 2}}, "coordinator_address"),
-        (
-            {"distribution": {"num_processes": 2, "process_id": 2, "coordinator_address": "a:1"}},
-            "distribution.process_id=2",
-        ),
+        ({"distribution": {"num_processes": 2, "process_id": 2, "coordinator_address": "a:1"}},
+         "distribution.process_id=2"),
         ({"data": {"dataset": "tsv"}}, "data.path"),
         ({"data": {"tokenizer": "bpe"}}, "data.tokenizer='bpe'"),
         ({"data": {"sentencepiece_model": "a.model"}}, "data.tokenizer='wordpiece'"),
@@ -87,10 +85,8 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"data": {"options": {"num_trains": 5}}}, "num_trains"),
         ({"data": {"options": {"num_train": "5"}}}, "data.options.num_train='5'"),
         ({"data": {"options": {"num_validation": 5}}}, "num_validation"),  # data.num_validation
-        (
-            {"data": {"dataset": "tsv", "path": "a.tsv", "options": {"lenient": 1}}},
-            "data.options.lenient=1",
-        ),
+        ({"data": {"dataset": "tsv", "path": "a.tsv", "options": {"lenient": 1}}},
+         "data.options.lenient=1"),
         ({"data": {"bucket_boundaries": [16, 8]}}, "data.bucket_boundaries=[16, 8]"),
         ({"data": {"bucket_boundaries": [8.5]}}, "data.bucket_boundaries=[8.5]"),
         ({"data": {"max_length": "32"}}, "data.max_length='32'"),
@@ -148,11 +144,7 @@ def test_the_model_section_round_trips_through_the_runs_json():
     )
     again = TrainingConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config
-    assert again.model.overrides() == {
-        "d_model": 32,
-        "norm_first": True,
-        "layer_norm_epsilon": 1e-5,
-    }
+    assert again.model.overrides() == {"d_model": 32, "norm_first": True, "layer_norm_epsilon": 1e-5}
 
 
 def test_the_model_section_is_checked_by_the_transformers_own_checks():
@@ -210,22 +202,14 @@ def test_command_line_overrides():
     add_train_arguments(parser)
     args = parser.parse_args(
         [
-            "--config",
-            os.path.join(REPO, "configs", "demo.toml"),
-            "--minutes",
-            "3",
-            "--mixed-precision",
-            "fp16",
-            "--coordinator-address",
-            "127.0.0.1:1234",
-            "--num-processes",
-            "2",
-            "--process-id",
-            "1",
-            "--set",
-            "model.d_model=32",
-            "--set",
-            "evaluation.samples=['uno', 'dos']",
+            "--config", os.path.join(REPO, "configs", "demo.toml"),
+            "--minutes", "3",
+            "--mixed-precision", "fp16",
+            "--coordinator-address", "127.0.0.1:1234",
+            "--num-processes", "2",
+            "--process-id", "1",
+            "--set", "model.d_model=32",
+            "--set", "evaluation.samples=['uno', 'dos']",
         ]
     )
     config = config_from_args(args)

@@ -41,7 +41,7 @@ def test_mirrored_strategy_equals_one_device():
     result = run_python([os.path.join(SCRIPTS, "mirrored_equivalence.py")], timeout=400)
     assert result.returncode == 0, result.stderr[-4000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
-    results = json.loads(line[len("RESULT ") :])
+    results = json.loads(line[len("RESULT "):])
     assert results["replicas"] == 2
     assert results["weight_change"] > 0.05  # the runs did train
     for jit in (0, 1):
@@ -96,9 +96,7 @@ def test_jax_data_parallel_over_two_processes_equals_one_device(tmp_path):
     for rank, output in zip(ranks, outputs, strict=True):
         assert rank.returncode == 0, output[-4000:]
 
-    single, rank0, rank1 = (
-        weights(tmp_path / f"{name}.npz") for name in ("single", "rank0", "rank1")
-    )
+    single, rank0, rank1 = (weights(tmp_path / f"{name}.npz") for name in ("single", "rank0", "rank1"))
     # Both ranks end with identical weights (all of them, key biases included).
     assert max_difference(rank0, rank1, lambda key: True) == 0.0
     assert max_difference(single, rank0, is_weight) < WEIGHT_TOLERANCE

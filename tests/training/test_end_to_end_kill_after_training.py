@@ -72,9 +72,9 @@ def read_weights(path):
     values = {}
     with h5py.File(path, "r") as file:
         file.visititems(
-            lambda name, item: (
-                values.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
-            )
+            lambda name, item: values.__setitem__(name, item[()])
+            if isinstance(item, h5py.Dataset)
+            else None
         )
     return values
 
@@ -189,13 +189,7 @@ def test_kill_at_every_stage_after_training_redoes_no_step(tmp_path, tiny_run, r
     figures.append(("none (finished run)", steps, seconds))
     assert steps == 0
     assert "the run finished earlier: nothing left to do" in result.stdout
-    for name in (
-        "metrics.json",
-        "model.weights.h5",
-        "translator.keras",
-        "saved_model",
-        "stages.json",
-    ):
+    for name in ("metrics.json", "model.weights.h5", "translator.keras", "saved_model", "stages.json"):
         if name in written:
             assert os.path.getmtime(output_dir / name) == written[name], name
     print(f"\n{BACKEND}: killed at / steps trained by that run / seconds")
@@ -234,18 +228,12 @@ def test_kill_while_writing_a_checkpoint_keeps_it(tmp_path, tiny_run):
     result, steps, _ = run_killed_at(config, "none", tmp_path)
     assert "restored the checkpoint of step 8 from the backup" in result.stdout
     assert steps == 0
-    assert sorted(os.listdir(checkpoints)) == [
-        "ckpt-00000004.weights.h5",
-        "ckpt-00000008.weights.h5",
-    ]
+    assert sorted(os.listdir(checkpoints)) == ["ckpt-00000004.weights.h5", "ckpt-00000008.weights.h5"]
     metrics = read_json(tmp_path / "run" / "metrics.json")
     assert metrics["averaged_checkpoints"] == [4, 8]
     assert metrics["optimizer_iterations"] == 8
     # The restored checkpoint is the uninterrupted run's, and so is the rest: the backup
     # restores the dropout seeds too, so steps 5 to 8 draw the same masks.
-    for name in (
-        "checkpoints/ckpt-00000004.weights.h5",
-        "checkpoints/ckpt-00000008.weights.h5",
-        "model.weights.h5",
-    ):
+    for name in ("checkpoints/ckpt-00000004.weights.h5", "checkpoints/ckpt-00000008.weights.h5",
+                 "model.weights.h5"):
         assert_same_weights(tmp_path / "run" / name, tmp_path / "reference" / name)

@@ -39,11 +39,7 @@ def assert_loadable(directory):
             path = os.path.join(root, name)
             if name.endswith(".weights.h5"):
                 with h5py.File(path, "r") as file:
-                    file.visit(
-                        lambda key, file=file: (
-                            file[key][()] if isinstance(file[key], h5py.Dataset) else None
-                        )
-                    )
+                    file.visit(lambda key, file=file: file[key][()] if isinstance(file[key], h5py.Dataset) else None)
             elif name.endswith(".json"):
                 with open(path) as file:
                     json.load(file)
@@ -72,16 +68,8 @@ def test_kill_9_mid_epoch_then_resume(tmp_path, tiny_run):
     config_path.write_text(yaml.safe_dump(config))
     output_dir = config["output_dir"]
     state_path = os.path.join(output_dir, "backup", "state.json")
-    command = [
-        sys.executable,
-        "-m",
-        "keras_transformer.cli",
-        "train",
-        "--config",
-        str(config_path),
-        "--verbose",
-        "2",
-    ]
+    command = [sys.executable, "-m", "keras_transformer.cli", "train", "--config", str(config_path),
+               "--verbose", "2"]
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
     # Run 1: killed (SIGKILL) as soon as a backup in the middle of epoch 2 or 3 exists.

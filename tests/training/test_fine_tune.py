@@ -102,10 +102,8 @@ def test_fine_tuning_learns_new_numbers_keeps_the_old_and_resumes_from_its_backu
         assert json.load(file)["vocabulary"] == before.tokenizer.get_vocabulary()
 
     new_after, old_after = score(result.translator, new_test), score(result.translator, old_test)
-    print(
-        f"exact match, new numbers: {new_before:.3f} -> {new_after:.3f}; "
-        f"old numbers: {old_before:.3f} -> {old_after:.3f}"
-    )
+    print(f"exact match, new numbers: {new_before:.3f} -> {new_after:.3f}; "
+          f"old numbers: {old_before:.3f} -> {old_after:.3f}")
     # Measured (CPU): TensorFlow new 0.000 -> 0.812, old 0.906 -> 0.812 (6 of the 64 old
     # numbers lost); JAX new 0.000 -> 0.938, old 0.906 -> 0.938. The tolerance: at most 0.15
     # (10 of 64) lost on the old numbers.

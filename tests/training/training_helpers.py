@@ -78,9 +78,7 @@ def small_model():
 
 def data(rows=12):
     rng = np.random.default_rng(0)
-    return rng.normal(size=(rows, 3)).astype("float32"), rng.normal(size=(rows, 1)).astype(
-        "float32"
-    )
+    return rng.normal(size=(rows, 3)).astype("float32"), rng.normal(size=(rows, 1)).astype("float32")
 
 
 def weights_of(model):

@@ -64,8 +64,6 @@ results = {
     "replicas": context.num_replicas,
     "iterations": [iterations, reference_iterations],
     "weight_diff": max(float(np.max(np.abs(distributed[p] - reference[p]))) for p in selected),
-    "weight_change": max(
-        float(np.max(np.abs(reference[p] - initial_by_path[p]))) for p in selected
-    ),
+    "weight_change": max(float(np.max(np.abs(reference[p] - initial_by_path[p]))) for p in selected),
 }
 print("RESULT " + json.dumps(results), flush=True)

@@ -31,9 +31,7 @@ def global_batches():
     rng = np.random.default_rng(0)
     batches = []
     for _ in range(3):
-        lengths = np.concatenate(
-            [rng.integers(2, 5, ROWS // 2), rng.integers(8, LENGTH + 1, ROWS // 2)]
-        )
+        lengths = np.concatenate([rng.integers(2, 5, ROWS // 2), rng.integers(8, LENGTH + 1, ROWS // 2)])
         encoder = np.zeros((ROWS, LENGTH), "int32")
         decoder = np.zeros((ROWS, LENGTH), "int32")
         targets = np.zeros((ROWS, LENGTH), "int32")
@@ -74,13 +72,7 @@ def config(jit_compile):
 def make_model(dropout):
     keras.utils.set_random_seed(0)
     return Transformer(
-        vocabulary_size=VOCAB,
-        num_layers=1,
-        d_model=32,
-        num_heads=2,
-        ff_dim=64,
-        dropout=dropout,
-        seed=0,
+        vocabulary_size=VOCAB, num_layers=1, d_model=32, num_heads=2, ff_dim=64, dropout=dropout, seed=0
     )
 
 
@@ -118,10 +110,7 @@ initial = [np.array(v.numpy()) for v in make_model(0.0).weights]
 initial_by_path = {v.path: w for v, w in zip(make_model(0.0).weights, initial, strict=True)}
 single = tf.distribute.OneDeviceStrategy("/cpu:0").scope
 mirrored = context.tf_strategy.scope
-results = {
-    "replicas": context.num_replicas,
-    "devices": list(context.tf_strategy.extended.worker_devices),
-}
+results = {"replicas": context.num_replicas, "devices": list(context.tf_strategy.extended.worker_devices)}
 reference_losses, reference_weights = run(single, initial, jit_compile=False, strategy="none")
 results["single_losses"] = reference_losses.tolist()
 results["weight_change"] = max_difference(reference_weights, initial_by_path)
