@@ -297,11 +297,9 @@ def make_serving_function(
         """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
         num_rows = source.nrows(out_type=tf.int32)
         bucket_index = preprocessor.bucket_index(source.bounding_shape(1))
-        boundaries = tf.constant(preprocessor.bucket_boundaries, tf.int32)
         # Each source's own bucket + extra_length; the rows padding the batch stop at once.
         own_buckets = tf.gather(
-            boundaries,
-            tf.searchsorted(boundaries, tf.cast(source.row_lengths(), tf.int32), side="left"),
+            preprocessor.bucket_boundaries, preprocessor.bucket_index(source.row_lengths())
         )
 
         def branch(bucket):

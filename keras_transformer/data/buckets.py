@@ -2,8 +2,9 @@
 
 A batch is padded to the smallest bucket boundary that holds its longest sequence
 (`bucket_length`) and to a power of two rows (`padded_batch_size`), so `jit_compile` compiles a
-bounded set of shapes; translation cuts its batches across buckets (`bucket_batches`). Training (`keras_transformer.data.make_dataset`), the `Translator` and its SavedModel
-(through `keras_transformer.text.TranslationPreprocessor`) share these rules.
+bounded set of shapes; translation cuts its batches across buckets (`bucket_batches`).
+Training (`keras_transformer.data.make_dataset`), the `Translator` and its SavedModel (through
+`keras_transformer.text.TranslationPreprocessor`) share these rules.
 
 Pure Python; `padded_batch_size` also takes a TensorFlow tensor (TensorFlow is then imported).
 """

@@ -167,14 +167,17 @@ class TranslationPreprocessor(keras.layers.Layer):
         return _pad(tf.gather(encoder_inputs, rows), length, self.tokenizer.pad_id)
 
     def bucket_index(self, length):
-        """Index in `bucket_boundaries` of the bucket that holds `length` (a scalar tensor).
+        """Index in `bucket_boundaries` of the bucket that holds each `length` (an integer
+        tensor of any shape; int32 of the same shape).
 
         The traced counterpart of `keras_transformer.data.buckets.bucket_length`, for
-        `tf.switch_case` over the buckets.
+        `tf.switch_case` over the buckets and each source's own maximum output length.
         """
         tf = _tf()
         boundaries = tf.constant(self.bucket_boundaries, tf.int32)
-        return tf.searchsorted(boundaries, tf.cast(length, tf.int32)[None], side="left")[0]
+        length = tf.cast(length, tf.int32)
+        index = tf.searchsorted(boundaries, tf.reshape(length, [-1]), side="left")
+        return tf.reshape(index, tf.shape(length))
 
     def generate_postprocess(self, token_ids):
         """Generated ids `(batch, length)` to UTF-8 strings `(batch,)`, up to `[END]`."""

@@ -59,6 +59,9 @@ def test_bucket_index_matches_bucket_length(preprocessor):
     for length in range(1, 7):
         index = int(preprocessor.bucket_index(tf.constant(length)))
         assert boundaries[index] == bucket_length(length, boundaries)
+    # Each row's own bucket at once (the SavedModel's per-source maximum output lengths).
+    indices = preprocessor.bucket_index(tf.constant([6, 1, 4, 5], tf.int64)).numpy().tolist()
+    assert [boundaries[i] for i in indices] == [6, 4, 4, 6]
 
 
 def test_fit_inputs_are_shifted_and_share_one_bucket_length(preprocessor, tokenizer):
