@@ -15,7 +15,7 @@ PY=${PY:-python3}
 # (without resolving links, which would leave the virtual environment).
 case $PY in */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' keras_transformer/__init__.py)
+VERSION=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' keras_transformer/version.py)
 FIXTURE=$ROOT/tests/fixtures/translator_v0_1.keras
 
 WORK=$(mktemp -d)

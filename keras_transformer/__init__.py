@@ -14,8 +14,7 @@ anyone), or at the first use of a public name, whichever comes first.
 from typing import TYPE_CHECKING
 
 from keras_transformer._lazy import after_keras_import, lazy_attributes
-
-__version__ = "0.2.0"
+from keras_transformer.version import __version__  # noqa: F401 (the public version)
 
 _EXPORTS = {
     "DecoderBlock": "layers",
@@ -55,9 +54,9 @@ __all__ = [
     "transformer_adam",
 ]
 
-# The submodules that register Keras serializables: every exported one, and the loss that
-# `keras_transformer.training` compiles models with under `tf.distribute`.
-_REGISTERING = (*sorted(set(_EXPORTS.values())), "training.mirrored")
+# The submodules that register Keras serializables: every exported one (the losses module
+# holds the loss that `keras_transformer.training` compiles models with under `tf.distribute`).
+_REGISTERING = tuple(sorted(set(_EXPORTS.values())))
 
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, load_all=_REGISTERING)
 

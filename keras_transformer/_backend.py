@@ -497,3 +497,26 @@ def is_concrete(x):
 
         return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
     return True
+
+
+def is_tensorflow():
+    """Whether Keras runs on TensorFlow (a SavedModel is traced there, and only there)."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def sync_trainer_state(model):
+    """Writes the JAX trainer's in-flight state back into `model`'s variables (a no-op on the
+    other backends, whose variables are always current)."""
+    if keras.backend.backend() == "jax" and hasattr(model, "jax_state_sync"):
+        model.jax_state_sync()
+
+
+def local_value(value):
+    """`value` (a tensor or a variable's value) as this process can read it: on JAX, the
+    local copy of an array replicated across processes."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            return value.addressable_data(0)
+    return value

@@ -5,6 +5,7 @@ not a beam of one. NumPy integers count as ints (they come out of arrays and con
 """
 
 import numbers
+import os
 
 
 def is_int(value):
@@ -53,3 +54,27 @@ def check_number(name, value, minimum=None, strict=False, allow_none=False):
         bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum}"
         raise ValueError(f"`{name}` must be a number{bound}. Received: {name}={value!r}")
     return float(value)
+
+
+def check_positive_int(name, value):
+    """Returns `value` as a Python `int >= 1`, or raises a `ValueError` naming `name`."""
+    return check_int(name, value, minimum=1)
+
+
+def check_alpha(alpha):
+    """Checks a length penalty strength (a number >= 0)."""
+    return check_number("alpha", alpha, minimum=0)
+
+
+def short_repr(value, limit=60):
+    """`repr(value)`, cut to `limit` characters (for error messages about file contents)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def physical_memory_bytes():
+    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return 1 << 40

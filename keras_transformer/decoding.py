@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from keras_transformer._checks import check_int, check_number
+from keras_transformer._checks import check_alpha, check_int
 
 # A log probability that marks "no hypothesis here". Finite (so arithmetic on it never makes
 # NaN), far below any real log probability, and representable in float32.
@@ -117,7 +117,7 @@ def length_penalty(length, alpha):
         - [Wu et al., 2016](https://arxiv.org/abs/1609.08144), eq. 14.
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     length = ops.cast(length, "float32")
     return ops.power((5.0 + length) / 6.0, float(alpha))
 
@@ -320,7 +320,7 @@ def beam_search(
     """
     _check_max_new_tokens(max_new_tokens)
     check_int("beam_size", beam_size, minimum=1)
-    _check_alpha(alpha)
+    check_alpha(alpha)
     end_id = _check_token_id(end_id, "end_id")
     pad_id = _check_token_id(pad_id, "pad_id")
     start_tokens = _check_start_tokens(start_tokens)
@@ -516,10 +516,6 @@ def _check_max_new_tokens(max_new_tokens):
         raise ValueError(
             f"`max_new_tokens` must be a Python int >= 1. Received: max_new_tokens={max_new_tokens!r}"
         )
-
-
-def _check_alpha(alpha):
-    check_number("alpha", alpha, minimum=0)
 
 
 def _check_token_id(token_id, name):

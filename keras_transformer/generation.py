@@ -31,12 +31,8 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import _backend
-from keras_transformer._checks import check_int
-
-# `bucket_length` and `padded_batch_size` live with the other bucketing rules; imported here
-# for the callers (and the API) that find them beside the `Generator`.
-from keras_transformer.data.buckets import bucket_length, padded_batch_size  # noqa: F401
-from keras_transformer.decoding import BeamCache, _check_alpha, beam_search, greedy_search
+from keras_transformer._checks import check_alpha, check_positive_int
+from keras_transformer.decoding import BeamCache, beam_search, greedy_search
 from keras_transformer.layers.token_ids import check_token_ids
 
 
@@ -287,7 +283,7 @@ class Generator:
     """
 
     def __init__(self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True):
-        _check_positive_int("extra_length", extra_length)
+        check_positive_int("extra_length", extra_length)
         for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
             check_token_ids(value, model.target_vocabulary_size, name)
         self.model = model
@@ -320,8 +316,8 @@ class Generator:
         On TensorFlow it is a `tf.function` that can also be called inside another
         `tf.function` (the SavedModel export does).
         """
-        _check_positive_int("beam_size", beam_size)
-        _check_alpha(alpha)
+        check_positive_int("beam_size", beam_size)
+        check_alpha(alpha)
         return self._function(max_new_tokens, beam_size, 0.0 if beam_size == 1 else alpha)
 
     # === Helpers ===
@@ -344,7 +340,7 @@ class Generator:
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 
     def _function(self, max_new_tokens, beam_size, alpha):
-        _check_positive_int("max_new_tokens", max_new_tokens)
+        check_positive_int("max_new_tokens", max_new_tokens)
         key = (int(max_new_tokens), beam_size, float(alpha))
         with self._lock:
             if key not in self._functions:
@@ -399,7 +395,3 @@ def _check_max_lengths(max_lengths, batch_size, max_new_tokens):
             f"1 .. max_new_tokens={max_new_tokens}. Received: max_lengths={values.tolist()!r}"
         )
     return values.astype("int32")
-
-
-def _check_positive_int(name, value):
-    check_int(name, value, minimum=1)

@@ -1,4 +1,12 @@
-"""Label-smoothed cross-entropy over real (non-padding) tokens (paper §5.4)."""
+"""Label-smoothed cross-entropy over real (non-padding) tokens (paper §5.4), and its variant
+that averages over the tokens of the global batch under `tf.distribute`.
+
+TensorFlow is imported only inside `GlobalTokenMeanCrossentropy` under `tf.distribute`: this
+module is loaded (to register the losses with Keras) on every backend.
+"""
+
+import contextlib
+import threading
 
 import keras
 from keras import ops
@@ -153,3 +161,80 @@ def _scale_for_replicas(value):
     """
     context = _backend.replica_context()
     return value if context is None else value / context.num_replicas_in_sync
+
+
+# Set by the per-replica XLA train step (`training.mirrored`): the global token count,
+# computed outside XLA.
+_REPLICA_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def global_token_weight(weight):
+    """Within this context, `GlobalTokenMeanCrossentropy` divides by `weight` (the token
+    count of the global batch, all-reduced by the caller) instead of all-reducing its own."""
+    _REPLICA_STATE.global_weight = weight
+    try:
+        yield
+    finally:
+        _REPLICA_STATE.global_weight = None
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class GlobalTokenMeanCrossentropy(LabelSmoothedCrossentropy):
+    """`LabelSmoothedCrossentropy` that averages over the real tokens of the global batch.
+
+    Under `tf.distribute` each replica sees a slice of the global batch and the gradients of
+    the replicas are summed. Dividing each replica's loss sum by its own token count (what
+    the base class does) would weight tokens of short slices more and, summed over `R`
+    replicas, make the update `R` times too large. This loss divides each replica's sum by
+    the token count of the whole global batch (an all-reduce), so the summed gradient is
+    exactly the single-device gradient of the global batch, and Keras' loss tracker (which
+    multiplies each replica's value by `R` and averages) reports the global mean. Outside
+    `tf.distribute` (and on JAX, whose `DataParallel` computes the loss on the global batch)
+    it is the base class.
+
+    Args: as `keras_transformer.LabelSmoothedCrossentropy`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> loss = GlobalTokenMeanCrossentropy(label_smoothing=0.0)
+    >>> logits = np.log(np.array([[[0.5, 0.25, 0.25], [0.2, 0.4, 0.4]]], "float32"))
+    >>> round(float(loss(np.array([[1, 0]]), logits)), 4)
+    1.3863
+    """
+
+    def __init__(self, name="global_token_mean_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        global_weight = getattr(_REPLICA_STATE, "global_weight", None)
+        context = _backend.replica_context()
+        if self.reduction != "sum_over_batch_size" or (context is None and global_weight is None):
+            return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+        import tensorflow as tf
+
+        with keras.name_scope(self.name):
+            losses = self.call(y_true, y_pred)  # (batch, length), 0 at padding
+            if sample_weight is not None:
+                losses = losses * _expand_weight(sample_weight, losses)
+            if global_weight is None:
+                global_weight = context.all_reduce(
+                    tf.distribute.ReduceOp.SUM, self.token_weight(y_true, sample_weight)
+                )
+            global_weight = tf.stop_gradient(global_weight)
+            return ops.sum(losses) / ops.maximum(global_weight, 1e-9)
+
+    def token_weight(self, y_true, sample_weight=None):
+        """The (sample-weighted) number of real target tokens of this replica's batch."""
+        weights = ops.cast(self._real(y_true), "float32")
+        if sample_weight is not None:
+            weights = weights * _expand_weight(sample_weight, weights)
+        return ops.sum(weights)
+
+
+def _expand_weight(sample_weight, like):
+    sample_weight = ops.cast(sample_weight, "float32")
+    while len(sample_weight.shape) < len(like.shape):
+        sample_weight = sample_weight[..., None]
+    return sample_weight

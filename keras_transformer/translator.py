@@ -1,6 +1,10 @@
-"""`Translator`: a preprocessor, a `Transformer` and beam search; strings in, strings out."""
+"""`Translator`: a preprocessor, a `Transformer` and beam search; strings in, strings out.
 
-import dataclasses
+Also the checks a `.keras` file or a configuration passes before a `Translator` is built from
+it, and `load_keras_translator`, the one way from a path to a `Translator` (a `.keras` file, a
+directory holding one, or a preset directory).
+"""
+
 import functools
 import inspect
 import os
@@ -9,185 +13,20 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_transformer import _backend
-from keras_transformer.data.buckets import bucket_batches, bucket_length, padded_batch_size
-from keras_transformer.decoding import _check_alpha
-from keras_transformer.generation import Generator, _check_positive_int, cross_attention, trim
+from keras_transformer import _backend, _checks
+from keras_transformer.buckets import padded_batch_size
+from keras_transformer.generation import Generator, cross_attention, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
-from keras_transformer.models.transformer import Transformer, _physical_memory_bytes
-from keras_transformer.text.preprocessor import TranslationPreprocessor, as_byte_strings
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.saving import preset as preset_files
+from keras_transformer.saving.checks import deserialize_part
+from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import Tokenizer
+from keras_transformer.translation import Translation, check_search_options, run_translation
 
-
-@dataclasses.dataclass
-class Translation:
-    """One translation (or one hypothesis of an n-best list) with its details, as returned by
-    `Translator.translate`.
-
-    Attributes:
-        text: str. The translation (`""` for an input without any token).
-        score: float. Beam search: log probability divided by the length penalty; greedy
-            search (`beam_size=1`): sum of the log probabilities. `0.0` for an empty input.
-        tokens: list of int. The generated ids, the end token included when generated.
-        truncated: bool. The input was longer than `max_source_length` and was truncated.
-        source_tokens: list of str. The encoder input tokens, `[START]` and `[END]` included.
-        target_tokens: list of str. The generated tokens (`tokens` as strings).
-        attention: float32 NumPy array `(num_decoder_layers, num_heads, len(target_tokens),
-            len(source_tokens))`, the cross-attention probabilities with which each target
-            token was produced, or `None` unless asked for.
-    """
-
-    text: str
-    score: float
-    tokens: list
-    truncated: bool
-    source_tokens: list
-    target_tokens: list
-    attention: object = None
-
-
-def check_search_options(beam_size, alpha, num_hypotheses):
-    """Checks the search options of a `translate` call (any engine)."""
-    _check_positive_int("beam_size", beam_size)
-    _check_alpha(alpha)
-    if num_hypotheses is not None and (
-        isinstance(num_hypotheses, bool)
-        or not isinstance(num_hypotheses, int)
-        or not 1 <= num_hypotheses <= beam_size
-    ):
-        raise ValueError(
-            f"`num_hypotheses` must be an int from 1 to the beam size ({beam_size}). "
-            f"Received: num_hypotheses={num_hypotheses!r}"
-        )
-
-
-def run_translation(
-    preprocessor,
-    sentences,
-    search,
-    batch_size,
-    extra_length,
-    num_hypotheses,
-    attention=None,
-    workers=1,
-):
-    """The steps every translation engine shares, around its own search.
-
-    Sentences go through `preprocessor.generate_preprocess` (the translation contract); the
-    non-empty ones are cut, in length order, into batches of `batch_size`, each padded to the
-    bucket of its longest source (`keras_transformer.data.buckets.bucket_batches`: one batch
-    shape per bucket, and one more at most) and handed to `search`, `workers`
-    batches at a time; the hypotheses are detokenized with
-    `preprocessor.generate_postprocess`. An empty sentence translates to `""` with score `0.0`
-    without any search.
-
-    Args:
-        preprocessor: `keras_transformer.text.TranslationPreprocessor`.
-        sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-        search: callable `(source_ids, bucket, max_lengths) -> hypotheses`: `source_ids` a
-            list of lists of int (`[START] pieces [END]`, unpadded), `bucket` their padded
-            length, `max_lengths` the most tokens of each one's translation (the bucket of that
-            source alone + `extra_length`: the same whatever it is batched with); for each
-            source, a list of `(tokens, score)`, best first, `tokens` trimmed after the end
-            token.
-        batch_size: int. Most sources per `search` call.
-        extra_length: int. A translation has at most its source's bucket length +
-            `extra_length` tokens.
-        num_hypotheses: int or `None`, as in `Translator.translate`.
-        attention: callable `(source_ids, tokens) -> array`, to fill `Translation.attention`.
-            Defaults to `None`.
-        workers: int. Batches searched at once, each by its own thread (`search` must then be
-            thread-safe). The results do not depend on it. Defaults to `1`.
-
-    Returns:
-        As `Translator.translate`.
-    """
-    single = isinstance(sentences, (str, bytes))
-    strings = as_byte_strings([sentences] if single else sentences)
-    if not strings:
-        return []
-    features = preprocessor.generate_preprocess(strings)
-    source_ids = features["encoder_inputs"].to_list()
-    empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
-    lengths = {index: len(ids) for index, ids in enumerate(source_ids) if not empty[index]}
-    found = {}  # index -> [(tokens, score)], best first
-
-    def run(batch):
-        bucket, indices = batch
-        max_lengths = [
-            bucket_length(lengths[index], preprocessor.bucket_boundaries) + extra_length
-            for index in indices
-        ]
-        return indices, search([source_ids[index] for index in indices], bucket, max_lengths)
-
-    batches = _search_order(bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size))
-    for indices, hypotheses in _map(run, batches, workers):
-        for index, options in zip(indices, hypotheses, strict=True):
-            found[index] = options[: num_hypotheses or 1]
-    texts = _detokenize(
-        preprocessor, [tokens for index in sorted(found) for tokens, _ in found[index]]
-    )
-    targets, results = preprocessor._targets, []
-    for index, ids in enumerate(source_ids):
-        source_tokens = [preprocessor.tokenizer.id_to_token(i) for i in ids]
-        hypotheses = []
-        for tokens, score in found.get(index, [([], 0.0)]):
-            hypotheses.append(
-                Translation(
-                    text=next(texts) if index in found else "",
-                    score=float(score),
-                    tokens=tokens,
-                    truncated=bool(truncated[index]),
-                    source_tokens=list(source_tokens),
-                    target_tokens=[targets.id_to_token(i) for i in tokens],
-                    attention=attention(ids, tokens) if attention else None,
-                )
-            )
-        results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
-    return results[0] if single else results
-
-
-def _search_order(batches):
-    """`batches` (`(bucket, indices)`) in the order to search them: the first batch of each
-    shape, then the others, each part longest bucket first.
-
-    A shape's first batch traces and compiles it (XLA, `jax.jit`): started early, the
-    compiles overlap with searches of shapes already compiled, instead of each making the
-    other worker wait on the way up the buckets; the short batches last fill the end.
-    Measured on 1,000 Bible verses (TensorFlow, two workers): first call 49-59 s instead of
-    61 s, the second unchanged (29 s).
-    """
-    seen, firsts, others = set(), [], []
-    for bucket, indices in sorted(batches, key=lambda batch: -batch[0]):
-        shape = (bucket, padded_batch_size(len(indices)))
-        (others if shape in seen else firsts).append((bucket, indices))
-        seen.add(shape)
-    return firsts + others
-
-
-def _map(function, items, workers):
-    """`map(function, items)`, in order, run by `workers` threads when that is more than one.
-
-    The compiled searches (XLA, `jax.jit`) release the GIL and use about one core each on a
-    CPU, so two batches at once keep two cores busy."""
-    if workers <= 1 or len(items) <= 1:
-        return map(function, items)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as executor:
-        return list(executor.map(function, items))
-
-
-def _detokenize(preprocessor, sequences):
-    """An iterator over the texts of `sequences` (lists of ids), in order."""
-    if not sequences:
-        return iter(())
-    pad_id = preprocessor._targets.pad_id
-    longest = max(1, max(len(tokens) for tokens in sequences))
-    rows = [tokens + [pad_id] * (longest - len(tokens)) for tokens in sequences]
-    texts = preprocessor.generate_postprocess(rows).numpy()
-    return iter(text.decode("utf-8", "replace") for text in texts)
+# The file a training run (and its `best/`) writes the Translator to.
+KERAS_FILE = "translator.keras"
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -273,7 +112,7 @@ class Translator(keras.Model):
         super().__init__(**kwargs)
         _check_arguments(model, beam_size, alpha, extra_length, batch_size)
         if concurrent_batches is not None:
-            _check_positive_int("concurrent_batches", concurrent_batches)
+            _checks.check_positive_int("concurrent_batches", concurrent_batches)
         self.model = model
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer
@@ -324,25 +163,9 @@ class Translator(keras.Model):
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
         check_search_options(beam_size, alpha, num_hypotheses)
-        targets = self.preprocessor._targets
-
-        def search(source_ids, bucket, max_lengths):
-            import tensorflow as tf
-
-            ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
-            rows = self.preprocessor.pad_batch(ragged, bucket).numpy()
-            # The rows padding the batch (copies of its last source) stop after one token.
-            limits = max_lengths + [1] * (len(rows) - len(source_ids))
-            sequences, scores = self.generator(
-                rows, beam_size=beam_size, alpha=alpha, max_lengths=np.array(limits, "int32")
-            )
-            return [
-                [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
-                for row in zip(sequences[: len(source_ids)], scores)
-            ]
-
-        attention = functools.partial(cross_attention, self.model, targets.start_id)
-        attention = attention if return_attention else None
+        search = functools.partial(_search, self, beam_size=beam_size, alpha=alpha)
+        attention = functools.partial(cross_attention, self.model, self.preprocessor.targets.start_id)
+        workers = self.concurrent_batches or _backend.concurrent_searches(self.jit_compile)
         return run_translation(
             self.preprocessor,
             sentences,
@@ -350,8 +173,8 @@ class Translator(keras.Model):
             self.batch_size,
             self.extra_length,
             num_hypotheses,
-            attention,
-            workers=self._workers(),
+            attention if return_attention else None,
+            workers=workers,
         )
 
     @property
@@ -363,7 +186,7 @@ class Translator(keras.Model):
 
     def make_generator(self, jit_compile):
         """A new `Generator` of this model and target tokens (`jit_compile`: bool)."""
-        targets = self.preprocessor._targets
+        targets = self.preprocessor.targets
         return Generator(
             self.model,
             start_id=targets.start_id,
@@ -373,27 +196,17 @@ class Translator(keras.Model):
             jit_compile=jit_compile,
         )
 
-    def _workers(self):
-        """How many batches a call searches at once (`concurrent_batches`)."""
-        if self.concurrent_batches is not None:
-            return self.concurrent_batches
-        return _backend.concurrent_searches(self.jit_compile)
-
     # === Saving ===
     def save_to_preset(self, directory):
         """Writes this translator as a preset directory (keras-hub's layout; see
-        `keras_transformer.presets`). Returns `directory`."""
-        from keras_transformer.presets import save_translator
-
-        return save_translator(self, directory)
+        `keras_transformer.saving.preset`). Returns `directory`."""
+        return preset_files.save_translator(self, directory, Translator)
 
     @classmethod
     def from_preset(cls, directory):
         """Loads a `Translator` from a preset directory (`save_to_preset`), under any backend;
         a directory that does not fit together raises one `ValueError` listing why."""
-        from keras_transformer.presets import load_translator
-
-        return load_translator(directory)
+        return preset_files.load_translator(directory, cls)
 
     @classmethod
     def load(cls, path):
@@ -419,11 +232,29 @@ class Translator(keras.Model):
         return cls(**_checked_config(config))
 
 
+def _search(translator, source_ids, bucket, max_lengths, beam_size, alpha):
+    """The Translator's search of one batch, in `run_translation`'s terms (`search`)."""
+    import tensorflow as tf
+
+    targets = translator.preprocessor.targets
+    ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
+    rows = translator.preprocessor.pad_batch(ragged, bucket).numpy()
+    # The rows padding the batch (copies of its last source) stop after one token.
+    limits = max_lengths + [1] * (len(rows) - len(source_ids))
+    sequences, scores = translator.generator(
+        rows, beam_size=beam_size, alpha=alpha, max_lengths=np.array(limits, "int32")
+    )
+    return [
+        [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
+        for row in zip(sequences[: len(source_ids)], scores)
+    ]
+
+
 def _check_arguments(model, beam_size, alpha, extra_length, batch_size):
     """The checks of `Translator.__init__` (its configuration's are `_checked_config`)."""
     check_search_options(beam_size, alpha, None)
     for name, value in (("extra_length", extra_length), ("batch_size", batch_size)):
-        _check_positive_int(name, value)
+        _checks.check_positive_int(name, value)
     if not all(hasattr(model, attr) for attr in ("encode", "init_cache", "decode_step")):
         raise ValueError(
             f"`model` must be a `keras_transformer.Transformer`. Received: model={model!r}"
@@ -480,28 +311,12 @@ def _checked_config(config):
         ("target_tokenizer", Tokenizer),
     ):
         if config.get(key) is not None:
-            config[key] = _deserialize_part(key, config[key], expected)
+            config[key] = deserialize_part(key, config[key], expected)
     model = config.get("model")
     if model is not None:
         _expect_vocabulary_sizes(model, config.get("tokenizer"), config.get("target_tokenizer"))
         _check_decoding_memory(model, config)
     return config
-
-
-def _deserialize_part(key, config, expected):
-    """Deserializes `config` only if it names a registered subclass of `expected`: a crafted
-    file cannot make a Translator build some other object in its place."""
-    name = None
-    if isinstance(config, dict):
-        name = config.get("registered_name") or config.get("class_name")
-    cls = keras.saving.get_registered_object(name) if isinstance(name, str) else None
-    if not (isinstance(cls, type) and issubclass(cls, expected)):
-        received = f"class {name!r}" if isinstance(config, dict) else type(config).__name__
-        raise ValueError(
-            f"`{key}` must be the configuration of a `{expected.__name__}`. "
-            f"Received: {key} of {received}"
-        )
-    return keras.saving.deserialize_keras_object(config)
 
 
 def _expect_vocabulary_sizes(model, tokenizer, target_tokenizer):
@@ -528,7 +343,7 @@ def _check_decoding_memory(model, config):
     sizes = {}
     for name in ("beam_size", "max_source_length", "extra_length", "batch_size"):
         value = config.get(name, defaults[name].default)
-        _check_positive_int(name, value)
+        _checks.check_positive_int(name, value)
         sizes[name] = value
     rows = padded_batch_size(sizes["batch_size"]) * sizes["beam_size"]
     length = sizes["max_source_length"] + sizes["extra_length"]
@@ -537,10 +352,42 @@ def _check_decoding_memory(model, config):
     per_row = 4 * model.num_decoder_layers * model.d_model * length + length
     per_row += model.target_vocabulary_size
     needed = 4 * rows * per_row
-    available = _physical_memory_bytes()
+    available = _checks.physical_memory_bytes()
     if needed > available:
         received = ", ".join(f"{name}={value}" for name, value in sizes.items())
         raise ValueError(
             f"Decoding a batch with these settings needs about {needed} bytes, more than this "
             f"machine's {available} bytes of memory. Received: {received}"
         )
+
+
+def load_keras_translator(path):
+    """The `Translator` at `path`, whatever wrote it: a `.keras` file (`Translator.load`), a
+    directory holding `translator.keras` (a training run's output directory, or its `best/`),
+    or a preset directory (`Translator.from_preset`).
+
+    `keras_transformer.engines.load_translator` opens the other engines' files too.
+
+    Args:
+        path: str or `os.PathLike`.
+
+    Returns:
+        A `keras_transformer.Translator`.
+
+    Raises:
+        FileNotFoundError: nothing at `path`.
+        ValueError: `path` holds no Translator (the message says why).
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return Translator.load(path)
+    inside = os.path.join(path, KERAS_FILE)
+    if os.path.isfile(inside):
+        return Translator.load(inside)
+    if not preset_files.is_preset(path):
+        raise ValueError(
+            f"`path` must be a Translator .keras file, a directory holding {KERAS_FILE}, or a "
+            "preset directory (config.json, weights, tokenizer assets). Received: "
+            f"path={path!r}, a directory with neither"
+        )
+    return Translator.from_preset(path)

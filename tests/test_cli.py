@@ -14,7 +14,8 @@ import sys
 import keras
 import pytest
 
-from keras_transformer import Transformer, cli
+from keras_transformer import Transformer, cli, engines
+from keras_transformer.translation import Translation
 from keras_transformer.translator import Translator
 from tests.export_helpers import BAD_INPUTS, SENTENCES, TRUNCATED
 
@@ -29,7 +30,7 @@ SCRIPT = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
 def loaded_saved_model(exported):
     """The SavedModel, loaded once for the in-process tests (each load compiles anew)."""
     _, _, saved_model_path = exported
-    return cli._load_translation_backend(str(saved_model_path))
+    return engines.SavedModelTranslator(str(saved_model_path))
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +93,10 @@ def test_translate_sentences_from_arguments(
     exported, loaded_saved_model, capsysbinary, monkeypatch
 ):
     translator, _, saved_model_path = exported
-    assert loaded_saved_model.limit == " (32 tokens, i.e. 30 word pieces)"
+    assert loaded_saved_model.max_source_length == 32
     # The SavedModel is loaded once for these tests (each load compiles anew); the real
     # loading runs in test_console_script_reads_stdin.
-    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: loaded_saved_model)
     status, lines, errors = run_main(
         capsysbinary, ["translate", "--model", str(saved_model_path), *SENTENCES]
     )
@@ -106,11 +107,12 @@ def test_translate_sentences_from_arguments(
 @tensorflow_only
 def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbinary, monkeypatch):
     _, _, saved_model_path = exported
-    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: loaded_saved_model)
     inputs = [sentence.encode() for sentence in SENTENCES[:2]] + BAD_INPUTS
     # What the SavedModel returns for these lines, batched as the command batches them.
-    hypotheses, expected_truncated = loaded_saved_model.translate(inputs)
-    expected_texts = [text for ((text, _),) in hypotheses]
+    expected = loaded_saved_model.translate(inputs)
+    expected_texts = [translation.text for translation in expected]
+    expected_truncated = [translation.truncated for translation in expected]
     status, lines, errors = run_main(
         capsysbinary,
         ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores"],
@@ -135,7 +137,7 @@ def test_translate_empty_stdin_prints_nothing(
     exported, loaded_saved_model, capsysbinary, monkeypatch
 ):
     _, _, saved_model_path = exported
-    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: loaded_saved_model)
     status, lines, errors = run_main(
         capsysbinary, ["translate", "--model", str(saved_model_path)], b"", monkeypatch
     )
@@ -223,7 +225,7 @@ def test_translate_n_best_with_a_saved_model_is_the_translators(
     exported, loaded_saved_model, capsysbinary, monkeypatch
 ):
     translator, _, saved_model_path = exported  # beam_size=4, translate_n_best: 4 columns
-    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: loaded_saved_model)
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: loaded_saved_model)
     sentences = [SENTENCES[0], "", SENTENCES[3]]
     model = ["translate", "--model", str(saved_model_path)]
     status, lines, errors = run_main(
@@ -249,36 +251,45 @@ def test_translate_n_best_with_a_saved_model_is_the_translators(
 
 def test_saved_model_without_the_n_best_signature_refuses_n_best():
     # A SavedModel exported before `translate_n_best` existed (its settings, without loading).
-    backend = object.__new__(cli._SavedModelBackend)
-    backend._beam_size, backend._n_best_signature = 4, None
-    backend._n_best_name = "translate_n_best"
+    backend = object.__new__(engines.SavedModelTranslator)
+    backend.beam_size, backend._n_best_signature, backend.num_hypotheses = 4, None, None
     backend.check_search_options(4, None)  # The exported beam size is taken.
     with pytest.raises(ValueError, match=r"no `translate_n_best` signature.*Received: n_best=1"):
         backend.check_search_options(None, 1)
 
 
 def test_translate_picks_the_highest_version_of_a_base_path(tmp_path, capsysbinary, monkeypatch):
-    class Recorded:
-        limit = ""
-
-        def translate(self, batch, beam_size=None, num_hypotheses=None):
-            return [[("ok", 0.0)] for _ in batch], [False] * len(batch)
-
     loaded = []
-    monkeypatch.setattr(
-        cli, "_load_translation_backend", lambda path: loaded.append(path) or Recorded()
-    )
-    monkeypatch.setattr(cli, "_CTranslate2Backend", cli._load_translation_backend)
+    for name in ("load_keras_translator", "SavedModelTranslator", "CTranslate2Translator"):
+        monkeypatch.setattr(engines, name, lambda path: loaded.append(path) or Recorded(["ok"]))
     # Versions are compared as numbers; temporaries, other names and files are not versions.
     for name in ("2", "10", "9", ".tmp-ab12cd34-11", "notes"):
         (tmp_path / name).mkdir()
     (tmp_path / "12").write_text("")
-    for engine in ("keras", "ctranslate2"):
+    for engine in ("keras", "saved_model", "ctranslate2"):
         argv = ["translate", "--engine", engine, "--model", str(tmp_path), "uno"]
         assert run_main(capsysbinary, argv)[:2] == (0, ["ok"])
     # A model directory (no numbered directories inside) is used as it is.
-    assert run_main(capsysbinary, ["translate", "--model", str(tmp_path / "9"), "uno"])[0] == 0
-    assert loaded == [str(tmp_path / "10")] * 2 + [str(tmp_path / "9")]
+    argv = ["translate", "--engine", "saved_model", "--model", str(tmp_path / "9"), "uno"]
+    assert run_main(capsysbinary, argv)[0] == 0
+    assert loaded == [str(tmp_path / "10")] * 3 + [str(tmp_path / "9")]
+
+
+class Recorded:
+    """An engine whose translations are `texts` (or the inputs upper-cased), failing on the
+    call numbered `fail_on` (from 1)."""
+
+    max_source_length = None
+
+    def __init__(self, texts=None, fail_on=None):
+        self.texts, self.fail_on, self.calls = texts, fail_on, 0
+
+    def translate(self, batch, beam_size=None, num_hypotheses=None):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RuntimeError("out of memory")
+        texts = self.texts or [sentence.decode().upper() for sentence in batch]
+        return [[Translation(text, 0.0, None, False, None, None)] for text in texts]
 
 
 def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
@@ -291,19 +302,8 @@ def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
 
 
 def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monkeypatch):
-    class FailingOnSecondBatch:
-        limit = ""
-
-        def __init__(self):
-            self.calls = 0
-
-        def translate(self, batch, beam_size=None, num_hypotheses=None):
-            self.calls += 1
-            if self.calls == 2:
-                raise RuntimeError("out of memory")
-            return [[(b.decode().upper(), 0.0)] for b in batch], [False] * len(batch)
-
-    monkeypatch.setattr(cli, "_load_translation_backend", lambda path: FailingOnSecondBatch())
+    failing = Recorded(fail_on=2)
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: failing)
     argv = ["translate", "--model", "any", "--batch-size", "2"]
     status, lines, errors = run_main(capsysbinary, argv, b"a\nb\nc\nd\ne\n", monkeypatch)
     assert status == 1

@@ -17,8 +17,10 @@ import pytest
 
 pytest.importorskip("tensorflow_text")
 
-from keras_transformer import Transformer  # noqa: E402
-from keras_transformer.models import transformer as transformer_module  # noqa: E402
+from keras_transformer import (
+    Transformer,  # noqa: E402
+    _checks,  # noqa: E402
+)
 from keras_transformer.text import END_TOKEN, Tokenizer, train_tokenizer  # noqa: E402
 from keras_transformer.translator import Translator  # noqa: E402
 
@@ -174,9 +176,9 @@ def test_token_list_in_config_must_fit_the_embedding(saved, tmp_path):
 def test_weight_memory_bound_is_exact_at_the_limit(monkeypatch, sizes):
     model = Transformer(vocabulary_size=20, **sizes)
     needed = 4 * model.count_params()  # float32 weights
-    monkeypatch.setattr(transformer_module, "_physical_memory_bytes", lambda: needed)
+    monkeypatch.setattr(_checks, "physical_memory_bytes", lambda: needed)
     Transformer(vocabulary_size=20, **sizes)
-    monkeypatch.setattr(transformer_module, "_physical_memory_bytes", lambda: needed - 1)
+    monkeypatch.setattr(_checks, "physical_memory_bytes", lambda: needed - 1)
     with pytest.raises(ValueError, match=f"{model.count_params()} weights \\({needed} bytes"):
         Transformer(vocabulary_size=20, **sizes)
 

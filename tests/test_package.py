@@ -21,11 +21,12 @@ PACKAGE_DIR = os.path.join(ROOT, "keras_transformer")
 # core `dependencies` alone). A module missing here is core.
 EXTRAS_OF_MODULE = {
     "keras_transformer.cli": ("tensorflow",),  # translate / export; `train` is below
-    "keras_transformer.ctranslate2": ("ctranslate2", "tensorflow"),
     "keras_transformer.data": ("tensorflow",),
     "keras_transformer.datasets.number_words": ("data",),
     "keras_transformer.datasets.sword_bible": ("data",),
+    "keras_transformer.engines": ("ctranslate2", "tensorflow"),
     "keras_transformer.export": ("tensorflow",),
+    "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
     "keras_transformer.text": ("tensorflow",),
     "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),
@@ -43,6 +44,7 @@ def test_import_needs_no_tensorflow(backend):
         "import keras_transformer, keras_transformer.datasets, keras_transformer.decoding\n"
         "import keras_transformer.text, keras_transformer.data, keras_transformer.training\n"
         "import keras_transformer.export, keras_transformer.cli, keras_transformer.generation\n"
+        "import keras_transformer.engines, keras_transformer.presets\n"
         "assert 'tensorflow' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
         "print('ok')\n"
     )
@@ -176,6 +178,6 @@ def test_version_is_read_from_the_package():
         pyproject = tomllib.load(file)
     assert pyproject["project"]["dynamic"] == ["version"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "keras_transformer.__version__"
+        "attr": "keras_transformer.version.__version__"
     }
     assert re.fullmatch(r"\d+\.\d+\.\d+", keras_transformer.__version__)

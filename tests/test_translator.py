@@ -197,13 +197,13 @@ def test_concurrent_batches_change_nothing_but_the_threads(tokenizer):
 def test_run_translation_searches_batches_in_threads_and_keeps_the_order(translator):
     import threading
 
-    from keras_transformer.data.buckets import bucket_length
+    from keras_transformer.buckets import bucket_length
     from keras_transformer.translator import run_translation
 
     boundaries = translator.preprocessor.bucket_boundaries
     threads, calls, lock = set(), [], threading.Lock()
     started = threading.Barrier(2, timeout=30)
-    targets = translator.preprocessor._targets
+    targets = translator.preprocessor.targets
 
     def search(source_ids, bucket, max_lengths):
         assert max_lengths == [bucket_length(len(ids), boundaries) + 7 for ids in source_ids]

@@ -4,7 +4,7 @@ Importing this package does not import TensorFlow: it is imported lazily, when a
 built. The datasets feed `model.fit` on the TensorFlow, JAX and PyTorch backends.
 """
 
-from keras_transformer.data.buckets import default_bucket_boundaries
+from keras_transformer.buckets import default_bucket_boundaries
 from keras_transformer.data.pipeline import (
     PipelineResult,
     encode_source,

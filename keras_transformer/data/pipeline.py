@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import math
 
-from keras_transformer.data.buckets import check_bucket_boundaries
+from keras_transformer.buckets import check_bucket_boundaries
 
 logger = logging.getLogger("keras_transformer")
 

@@ -2,12 +2,12 @@
 
 import keras
 
-from keras_transformer.layers.encoder_block import _ResidualBlock
+from keras_transformer.layers.residual_block import ResidualBlock
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderBlock(_ResidualBlock):
+class DecoderBlock(ResidualBlock):
     """One Transformer decoder layer with an optional decoding cache.
 
     Three sub-layers, each `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN) or

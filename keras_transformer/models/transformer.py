@@ -6,12 +6,14 @@ import os
 import keras
 from keras import ops
 
+from keras_transformer import _checks
 from keras_transformer.hyperparameters import PRESETS, validate_transformer_args
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_embedding import PositionalEmbedding, sinusoidal_encoding
 from keras_transformer.layers.sublayer_calls import call_sublayer, direct_sublayer_calls
 from keras_transformer.layers.token_ids import check_token_ids
+from keras_transformer.saving import preset as preset_files
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -218,11 +220,9 @@ class Transformer(keras.Model):
                 )
             return cls(vocabulary_size=vocabulary_size, **{**PRESETS[preset], **kwargs})
         if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
-            from keras_transformer.presets import load_transformer
-
             if vocabulary_size is not None:
                 kwargs["vocabulary_size"] = vocabulary_size
-            return load_transformer(preset, **kwargs)
+            return preset_files.load_transformer(preset, cls, **kwargs)
         raise ValueError(
             f"`preset` must be one of {sorted(PRESETS)} or a preset directory. "
             f"Received: preset={preset!r}"
@@ -230,10 +230,8 @@ class Transformer(keras.Model):
 
     def save_to_preset(self, directory):
         """Writes `config.json`, `model.weights.h5` and `metadata.json` to `directory` (see
-        `keras_transformer.presets`). Returns `directory`."""
-        from keras_transformer.presets import save_transformer
-
-        return save_transformer(self, directory)
+        `keras_transformer.saving.preset`). Returns `directory`."""
+        return preset_files.save_transformer(self, directory, Transformer)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # Before the functional graph casts the inputs to int32 (which truncates floats).
@@ -389,14 +387,6 @@ class Transformer(keras.Model):
         return cls(**config)
 
 
-def _physical_memory_bytes():
-    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not POSIX
-        return 1 << 40
-
-
 def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
     """Refuses sizes (from a constructor call or a `.keras` file's configuration) whose weights
     could not fit in this machine's memory, before anything is allocated. The sizes are
@@ -423,7 +413,7 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
     policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
     bytes_per_weight = {"float16": 2, "bfloat16": 2, "float64": 8}.get(policy.variable_dtype, 4)
     needed = count * bytes_per_weight
-    available = _physical_memory_bytes()
+    available = _checks.physical_memory_bytes()
     if needed > available:
         received = ", ".join(f"{arg}={val}" for arg, val in sizes.items() if arg != "num_heads")
         raise ValueError(

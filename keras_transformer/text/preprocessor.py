@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from keras_transformer.data.buckets import bucket_length, check_bucket_boundaries, padded_batch_size
+from keras_transformer.buckets import bucket_length, check_bucket_boundaries, padded_batch_size
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -26,7 +26,7 @@ class TranslationPreprocessor(keras.layers.Layer):
     - Buckets: a batch is padded to the smallest of `bucket_boundaries` that holds its longest
       sequence, and to a power-of-two number of rows by repeating its last row (a copy finishes
       with that row, so it never makes a search run longer); see
-      `keras_transformer.data.buckets`.
+      `keras_transformer.buckets`.
 
     Args:
         tokenizer: `keras_transformer.text.Tokenizer` for the sources (and the targets, unless
@@ -102,9 +102,9 @@ class TranslationPreprocessor(keras.layers.Layer):
         length = tf.gather(self.bucket_boundaries, self.bucket_index(longest))
         inputs = {
             "encoder_inputs": _pad(encoder_inputs, length, self.tokenizer.pad_id),
-            "decoder_inputs": _pad(decoder_inputs, length, self._targets.pad_id),
+            "decoder_inputs": _pad(decoder_inputs, length, self.targets.pad_id),
         }
-        return inputs, _pad(labels, length, self._targets.pad_id)
+        return inputs, _pad(labels, length, self.targets.pad_id)
 
     def encode_source(self, sources, truncate=True):
         """`[START] pieces [END]` of each source, and which were truncated.
@@ -127,7 +127,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         Returns:
             Two int32 `tf.RaggedTensor`s `(batch, None)`, row lengths equal.
         """
-        tokenizer = self._targets
+        tokenizer = self.targets
         pieces = tokenizer.tokenize(targets)[:, : self.max_source_length - 1]
         return target_ids(pieces, tokenizer.start_id, tokenizer.end_id)
 
@@ -170,7 +170,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         """Index in `bucket_boundaries` of the bucket that holds each `length` (an integer
         tensor of any shape; int32 of the same shape).
 
-        The traced counterpart of `keras_transformer.data.buckets.bucket_length`, for
+        The traced counterpart of `keras_transformer.buckets.bucket_length`, for
         `tf.switch_case` over the buckets and each source's own maximum output length.
         """
         tf = _tf()
@@ -181,11 +181,11 @@ class TranslationPreprocessor(keras.layers.Layer):
 
     def generate_postprocess(self, token_ids):
         """Generated ids `(batch, length)` to UTF-8 strings `(batch,)`, up to `[END]`."""
-        return self._targets.detokenize(token_ids)
+        return self.targets.detokenize(token_ids)
 
-    # === Helpers ===
     @property
-    def _targets(self):
+    def targets(self):
+        """The tokenizer of the targets: `target_tokenizer`, or the shared `tokenizer`."""
         return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
 
     def get_config(self):

@@ -15,6 +15,7 @@ import time
 
 import keras
 
+from keras_transformer._checks import short_repr
 from keras_transformer.text.normalization import normalized_batches
 from keras_transformer.text.tokenizer import (
     END_TOKEN,
@@ -23,7 +24,6 @@ from keras_transformer.text.tokenizer import (
     START_TOKEN,
     UNK_TOKEN,
     Tokenizer,
-    _short_repr,
     read_bounded_file,
 )
 from keras_transformer.text.training import check_training_arguments
@@ -203,7 +203,7 @@ class SentencePieceTokenizer(Tokenizer):
                 "`SentencePieceTokenizer.from_config` takes `proto` only as `None` (loaded "
                 "from the `.keras` file's assets); it never opens a path. To read a `.model` "
                 "file in your own code, pass its path to `SentencePieceTokenizer(proto=path)`. "
-                f"Received: proto={_short_repr(proto)}"
+                f"Received: proto={short_repr(proto)}"
             )
         return cls(**config)
 

@@ -11,6 +11,7 @@ import stat
 
 import keras
 
+from keras_transformer._checks import short_repr
 from keras_transformer.text.normalization import collapse_spaces, normalize
 
 PAD_TOKEN = "[PAD]"
@@ -129,7 +130,7 @@ class Tokenizer(keras.layers.Layer):
             vocabulary = _read_vocabulary_file(vocabulary, follow_symlinks=True)
         vocabulary = tuple(str(token) for token in vocabulary)
         if not vocabulary or vocabulary[0] != PAD_TOKEN:
-            first = _short_repr(vocabulary[0]) if vocabulary else None
+            first = short_repr(vocabulary[0]) if vocabulary else None
             raise ValueError(
                 f"`vocabulary` must start with {PAD_TOKEN!r} (id 0). Received: vocabulary[0]={first}"
             )
@@ -379,7 +380,7 @@ class Tokenizer(keras.layers.Layer):
             and all(isinstance(token, str) for token in vocabulary)
         ):
             received = (
-                f"vocabulary={_short_repr(vocabulary)}"
+                f"vocabulary={short_repr(vocabulary)}"
                 if isinstance(vocabulary, str)
                 else f"vocabulary of type {type(vocabulary).__name__}"
             )
@@ -461,11 +462,6 @@ def read_bounded_file(path, limit, follow_symlinks, what, reason=""):
             f"The {what} is too large: more than {limit} bytes{reason}. Received: path={path!r}"
         )
     return data
-
-
-def _short_repr(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _to_python_strings(inputs):

@@ -47,7 +47,7 @@ _EXPORTS = {
     "setup_distribution": "strategy",
     "TensorBoardLogger": "tensorboard",
     "TimeLimit": "time_limit",
-    "TrainingResult": "trainer",
+    "TrainingResult": "run",
     "plan_fits": "trainer",
     "train": "trainer",
 }
@@ -109,7 +109,8 @@ if TYPE_CHECKING:  # For static analysis and the API reference.
         load_config,
     )
     from keras_transformer.training.mirrored import GlobalTokenMeanCrossentropy, enable_replica_jit
+    from keras_transformer.training.run import TrainingResult
     from keras_transformer.training.strategy import DistributionContext, setup_distribution
     from keras_transformer.training.tensorboard import TensorBoardLogger
     from keras_transformer.training.time_limit import TimeLimit
-    from keras_transformer.training.trainer import TrainingResult, plan_fits, train
+    from keras_transformer.training.trainer import plan_fits, train

@@ -2,7 +2,7 @@
 
 import sys
 
-from keras_transformer.training.cli import main
+from keras_transformer.cli.train import main  # The entry point: the one import of cli/ from below.
 
 if __name__ == "__main__":
     sys.exit(main())

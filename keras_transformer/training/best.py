@@ -21,6 +21,7 @@ import keras
 
 from keras_transformer._checks import check_int
 from keras_transformer.files import read_json, write_json
+from keras_transformer.training.bleu import BleuCallback
 from keras_transformer.training.config import BEST_MONITORS
 
 logger = logging.getLogger("keras_transformer")
@@ -242,8 +243,6 @@ def make_keep_best(config, paths, export_fn, counter, callbacks, is_chief=True):
     Returns:
         The `KeepBest`.
     """
-    from keras_transformer.training.bleu import BleuCallback
-
     monitor = config.training.keep_best
     step_values = None
     if monitor == "val_bleu" and config.evaluation.bleu_every > 0:

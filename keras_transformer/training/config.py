@@ -33,7 +33,7 @@ import types
 
 from keras_transformer import datasets
 from keras_transformer._checks import is_int, is_number
-from keras_transformer.data.buckets import check_bucket_boundaries
+from keras_transformer.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
 from keras_transformer.hyperparameters import TRANSFORMER_ARGUMENTS, validate_transformer_args
 

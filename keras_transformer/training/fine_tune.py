@@ -11,11 +11,11 @@ resumed from its backup continues from the backup, never from `init_from` again.
 
 import os
 
+from keras_transformer.engines import load_translator
 from keras_transformer.files import read_json
-from keras_transformer.presets import is_preset
 from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
-from keras_transformer.translator import Translator
+from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer
 
 # The constructor arguments of `Transformer` that shape its weights or their meaning.
 ARCHITECTURE = (
@@ -33,9 +33,10 @@ ARCHITECTURE = (
 )
 
 
-def load_translator(path):
-    """The `Translator` at `path`: a `translator.keras` file, a directory holding one (a run's
-    output directory, or its `best/`), or a preset directory (`Translator.from_preset`).
+def load_initial_translator(path):
+    """The `Translator` of `training.init_from`: a `translator.keras` file, a directory holding
+    one (a run's output directory, or its `best/`), or a preset directory
+    (`keras_transformer.engines.load_translator` with the Keras engine).
 
     Args:
         path: str. The file or directory.
@@ -44,33 +45,22 @@ def load_translator(path):
         A `keras_transformer.Translator`.
 
     Raises:
-        ConfigError: nothing loadable at `path`.
+        ConfigError: nothing loadable at `path` (naming `training.init_from` and why).
     """
     path = os.fspath(path)
     name = "training.init_from"
-    if os.path.isdir(path):
-        inside = os.path.join(path, "translator.keras")
-        if os.path.isfile(inside):
-            return Translator.load(inside)
-        if not is_preset(path):
-            raise ConfigError(
-                f"`{name}` must be a translator.keras file, a directory holding one, or a "
-                f"preset directory (config.json, weights, tokenizer assets). Received: "
-                f"{name}={path!r}, a directory with neither"
-            )
-        return Translator.from_preset(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ConfigError(f"`{name}` names no file or directory. Received: {name}={path!r}")
     try:
-        return Translator.load(path)
-    except ValueError as error:
+        return load_translator(path, engine="keras")
+    except (OSError, ValueError) as error:
         raise ConfigError(f"`{name}` cannot be loaded: {error}") from None
 
 
 def load_run_tokenizer(config, paths, pairs, is_chief=True):
     """The run's tokenizer, and the translator of `training.init_from` (or `None`).
 
-    Without `init_from`, `keras_transformer.training.trainer.load_or_train_tokenizer`. With
+    Without `init_from`, `keras_transformer.training.tokenizers.load_or_train_tokenizer`. With
     it, the loaded translator's tokenizer, written to the run's `tokenizer.json` (so that the
     run directory says which vocabulary its checkpoints use); a backup made with another
     vocabulary is a `ConfigError` naming both.
@@ -84,13 +74,10 @@ def load_run_tokenizer(config, paths, pairs, is_chief=True):
     Returns:
         `(tokenizer, translator)`.
     """
-    # `trainer` imports this module: imported here, at call time.
-    from keras_transformer.training.trainer import load_or_train_tokenizer, save_tokenizer
-
     init_from = config.training.init_from
     if not init_from:
         return load_or_train_tokenizer(paths.tokenizer, pairs, config.data, is_chief), None
-    translator = load_translator(init_from)
+    translator = load_initial_translator(init_from)
     tokenizer = initial_tokenizer(translator)
     saved = read_json(paths.tokenizer)
     resuming = read_json(os.path.join(paths.backup, STATE_FILENAME)) is not None

@@ -8,7 +8,8 @@ across processes and the JAX trainer's in-flight state all read the same way.
 import keras
 from keras import ops
 
-# JAX is imported inside `to_numpy` on the JAX backend only (the other backends never load it).
+from keras_transformer import _backend
+
 
 def sync_model_state(model):
     """Writes the JAX trainer's in-flight state back into the model's variables.
@@ -17,8 +18,7 @@ def sync_model_state(model):
     epoch; a callback that reads or saves weights in the middle of an epoch calls this first.
     A no-op on the other backends.
     """
-    if keras.backend.backend() == "jax" and hasattr(model, "jax_state_sync"):
-        model.jax_state_sync()
+    _backend.sync_trainer_state(model)
 
 
 def to_numpy(value):
@@ -28,12 +28,7 @@ def to_numpy(value):
     """
     if isinstance(value, keras.Variable):
         value = value.value
-    if keras.backend.backend() == "jax":
-        import jax
-
-        if isinstance(value, jax.Array) and not value.is_fully_addressable:
-            value = value.addressable_data(0)
-    return ops.convert_to_numpy(value)
+    return ops.convert_to_numpy(_backend.local_value(value))
 
 
 def local_copy(model):

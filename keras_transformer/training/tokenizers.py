@@ -1,12 +1,54 @@
-"""The SentencePiece tokenizer of a training run (`[data] tokenizer = "sentencepiece"`).
+"""The tokenizer of a training run: a shared WordPiece vocabulary, or SentencePiece
+(`[data] tokenizer = "sentencepiece"`), trained once and kept in the run's `tokenizer.json`.
 
-The run's `tokenizer.json` holds the tokenizer's configuration and its serialized model
-(base64), so a resumed run tokenizes exactly as the run that trained it.
+`tokenizer.json` holds the tokenizer's configuration and its vocabulary (WordPiece) or its
+serialized model (SentencePiece, base64), so a resumed run tokenizes exactly as the run that
+trained it.
 """
 
 import base64
 
-from keras_transformer.files import write_json
+from keras_transformer.files import read_json, write_json
+from keras_transformer.text import (
+    SentencePieceTokenizer,
+    Tokenizer,
+    train_sentencepiece,
+    train_tokenizer,
+)
+
+
+def load_or_train_tokenizer(path, pairs, data, is_chief=True):
+    """The tokenizer saved at `path`, or a new shared vocabulary trained on both sides of
+    `pairs` (and saved there by process 0).
+
+    Args:
+        path: str. The `tokenizer.json` file (configuration and vocabulary).
+        pairs: list of `(source, target)` training pairs.
+        data: `DataConfig` (`vocabulary_size`, `lowercase`).
+        is_chief: bool. Whether this process writes the file. Defaults to `True`.
+
+    Returns:
+        A `keras_transformer.text.Tokenizer`.
+    """
+    saved = read_json(path)
+    if data.tokenizer == "sentencepiece":
+        return load_or_train_sentencepiece(path, saved, pairs, data, is_chief)
+    if saved:
+        config = {key: value for key, value in saved["config"].items() if key != "vocabulary"}
+        return Tokenizer.from_config({**config, "vocabulary": saved["vocabulary"]})
+    tokenizer = train_tokenizer(
+        [text for pair in pairs for text in pair],
+        vocabulary_size=data.vocabulary_size,
+        lowercase=data.lowercase,
+    )
+    if is_chief:
+        save_tokenizer(tokenizer, path)
+    return tokenizer
+
+
+def save_tokenizer(tokenizer, path):
+    """Writes `tokenizer` as a run's `tokenizer.json` (what `load_or_train_tokenizer` reads)."""
+    write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
 
 
 def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
@@ -25,8 +67,6 @@ def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
     Returns:
         A `keras_transformer.text.SentencePieceTokenizer`.
     """
-    from keras_transformer.text import SentencePieceTokenizer, train_sentencepiece
-
     if saved:
         if "sentencepiece" not in saved:
             raise ValueError(

@@ -26,7 +26,6 @@ export, metrics) is recorded in `stages.json`, and the next run goes on with the
 not recorded.
 """
 
-import dataclasses
 import logging
 import math
 import os
@@ -34,154 +33,38 @@ import time
 
 import keras
 
-from keras_transformer import datasets
+from keras_transformer import _backend
 from keras_transformer.data import make_dataset
-from keras_transformer.export import INPUT_NAME, SIGNATURE_NAME, export_saved_model
+from keras_transformer.engines import load_translator
+from keras_transformer.export import export_saved_model
 from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
-from keras_transformer.losses import LabelSmoothedCrossentropy
-from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.models import Transformer
-from keras_transformer.optimizers import transformer_adam
-from keras_transformer.text import Tokenizer, train_tokenizer
 from keras_transformer.training import fine_tune
-from keras_transformer.training.accumulation import check_strategy, micro_batch_tokens, per_update
+from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.best import export_best, make_keep_best
-from keras_transformer.training.bleu import BleuCallback, corpus_bleu, exact_match
+from keras_transformer.training.bleu import BleuCallback
+from keras_transformer.training.building import build_model, compile_model, load_splits
 from keras_transformer.training.checkpoints import (
     PeriodicCheckpoint,
     list_checkpoints,
     restore_checkpoint,
     save_weights_atomically,
 )
-from keras_transformer.training.config import MIXED_PRECISION, TrainingConfig, load_config
-from keras_transformer.training.mirrored import GlobalTokenMeanCrossentropy, enable_replica_jit
+from keras_transformer.training.config import TrainingConfig, load_config
+from keras_transformer.training.evaluation import evaluate_translations
+from keras_transformer.training.run import FitOutcome, Run, RunPaths, TrainingResult
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
 from keras_transformer.training.time_limit import TimeLimit
+
+# The 0.2.0 paths of names that moved out of this module, kept for one release.
+from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
 from keras_transformer.translator import Translator
 
 logger = logging.getLogger("keras_transformer")
-
-
-@dataclasses.dataclass
-class TrainingResult:
-    """What `train` did.
-
-    Attributes:
-        model: the trained `Transformer` (final, averaged weights).
-        translator: `keras_transformer.Translator` around a copy of the model that decodes
-            outside any distribution strategy (`None` on processes other than 0).
-        tokenizer: the `keras_transformer.text.Tokenizer`.
-        history: dict of lists, the merged `History.history` of the `fit` calls of this run.
-        metrics: dict. `steps`, `stopped_by_time_limit`, `train_seconds`, and on process 0
-            `test_bleu`, `test_exact_match`, `samples` (as also written to `metrics.json`).
-        output_dir: str.
-        config: the `TrainingConfig` used.
-    """
-
-    model: object
-    translator: object
-    tokenizer: object
-    history: dict
-    metrics: dict
-    output_dir: str
-    config: TrainingConfig
-
-
-@dataclasses.dataclass
-class RunPaths:
-    """The files of a run under `output_dir` (see the module docstring)."""
-
-    output_dir: str
-
-    def __post_init__(self):
-        join = os.path.join
-        self.config = join(self.output_dir, "train_config.json")
-        # The name until 0.2.0, keras-hub's name for a preset's model configuration.
-        self.legacy_config = join(self.output_dir, "config.json")
-        self.tokenizer = join(self.output_dir, "tokenizer.json")
-        self.backup = join(self.output_dir, "backup")
-        self.checkpoints = join(self.output_dir, "checkpoints")
-        self.logs = join(self.output_dir, "logs")
-        self.weights = join(self.output_dir, "model.weights.h5")
-        self.translator = join(self.output_dir, "translator.keras")
-        self.preset = join(self.output_dir, "preset")
-        self.saved_model = join(self.output_dir, "saved_model")
-        self.metrics = join(self.output_dir, "metrics.json")
-        self.stages = join(self.output_dir, "stages.json")
-        self.best = join(self.output_dir, "best")
-        self.best_record = join(self.output_dir, "best.json")
-
-
-@dataclasses.dataclass
-class Run:
-    """A run of `train` once `prepare_run` has set it up: what `fit_run` and `finalize_run` use.
-
-    Attributes:
-        config: the validated `TrainingConfig`.
-        start_time: float. `time.monotonic()` when `train` started (the time budget counts
-            from it).
-        context: the `DistributionContext`.
-        report: callable, str -> None. Prints a report line (process 0, unless silenced).
-        paths: the run's `RunPaths`.
-        splits: the dataset's `Splits(train, validation, test)`.
-        tokenizer: the `keras_transformer.text.Tokenizer`.
-        train_data: the training pipeline of `make_dataset` (a repeated, seeded stream).
-        validation_data: the validation `tf.data.Dataset` prepared for the strategy, or `None`.
-        steps_per_epoch: int.
-        model: the compiled `Transformer`, created in the strategy's scope.
-        eval_model: the model that decodes: `model` itself, or a copy outside the strategy.
-        translator: the `Translator` around `eval_model`.
-        initial: the `Translator` of `training.init_from`, or `None`.
-    """
-
-    config: TrainingConfig
-    start_time: float
-    context: object
-    report: object
-    paths: RunPaths
-    splits: object
-    tokenizer: object
-    train_data: object
-    validation_data: object
-    steps_per_epoch: int
-    model: object
-    eval_model: object
-    translator: object
-    initial: object = None
-
-    def translate(self, sources):
-        """Translates `sources` with the current weights of `model`."""
-        if self.eval_model is not self.model:
-            copy_weights(self.model, self.eval_model)
-        return self.translator(list(sources))
-
-
-@dataclasses.dataclass
-class FitOutcome:
-    """What `fit_run` leaves to `finalize_run`.
-
-    Attributes:
-        stages: the run's `RunStages` (`trained` recorded, unless the time budget stopped it).
-        backup: the `ResumableBackupAndRestore`, deleted once the last stage is recorded.
-        steps_done: int. Steps trained before this run.
-        steps: int. Steps trained in all.
-        trained: dict. What the `trained` stage recorded.
-        stopped_by_time: bool. The time budget stopped training before `train_steps`.
-        best: dict. The `KeepBest.summary()` with `keep_best`, else `None`.
-    """
-
-    stages: RunStages
-    backup: ResumableBackupAndRestore
-    steps_done: int
-    steps: int
-    trained: dict
-    stopped_by_time: bool
-    best: dict = None
 
 
 def train(config, callbacks=None, verbose="auto", init_from=None):
@@ -634,12 +517,12 @@ def _export(run, stages):
         # Off TensorFlow the export runs in a subprocess that loads a `.keras` file: the
         # one just saved, if any.
         exported_from = run.translator
-        if config.export.translator and keras.backend.backend() != "tensorflow":
+        if config.export.translator and not _backend.is_tensorflow():
             exported_from = paths.translator
         export_saved_model(exported_from, paths.saved_model)
         report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
         if samples:
-            translations = translate_with_saved_model(paths.saved_model, samples)
+            translations = load_translator(paths.saved_model, engine="saved_model")(samples)
             exported["samples"] = [
                 {"source": source, "translation": translation}
                 for source, translation in zip(samples, translations, strict=True)
@@ -686,170 +569,6 @@ def plan_fits(steps_done, train_steps, steps_per_epoch):
     if epoch < epochs:
         fits.append((epoch, epochs, steps_per_epoch, epoch * steps_per_epoch))
     return fits
-
-
-def load_splits(data):
-    """The `Splits(train, validation, test)` of `(source, target)` strings of a `DataConfig`."""
-    options = dict(data.options)
-    if data.dataset == "number_words":
-        return datasets.number_words(
-            num_validation=data.num_validation, num_test=data.num_test, **options
-        )
-    if data.dataset == "sword_bible":
-        return datasets.sword_bible(
-            num_validation=data.num_validation, num_test=data.num_test, **options
-        )
-    pairs = datasets.read_tsv(data.path, **options)
-    return datasets.split_pairs(list(pairs), num_validation=data.num_validation, num_test=data.num_test)
-
-
-def load_or_train_tokenizer(path, pairs, data, is_chief=True):
-    """The tokenizer saved at `path`, or a new shared vocabulary trained on both sides of
-    `pairs` (and saved there by process 0).
-
-    Args:
-        path: str. The `tokenizer.json` file (configuration and vocabulary).
-        pairs: list of `(source, target)` training pairs.
-        data: `DataConfig` (`vocabulary_size`, `lowercase`).
-        is_chief: bool. Whether this process writes the file. Defaults to `True`.
-
-    Returns:
-        A `keras_transformer.text.Tokenizer`.
-    """
-    saved = read_json(path)
-    if data.tokenizer == "sentencepiece":
-        from keras_transformer.training.tokenizers import load_or_train_sentencepiece
-
-        return load_or_train_sentencepiece(path, saved, pairs, data, is_chief)
-    if saved:
-        config = {key: value for key, value in saved["config"].items() if key != "vocabulary"}
-        return Tokenizer.from_config({**config, "vocabulary": saved["vocabulary"]})
-    tokenizer = train_tokenizer(
-        [text for pair in pairs for text in pair],
-        vocabulary_size=data.vocabulary_size,
-        lowercase=data.lowercase,
-    )
-    if is_chief:
-        save_tokenizer(tokenizer, path)
-    return tokenizer
-
-
-def save_tokenizer(tokenizer, path):
-    """Writes `tokenizer` as a run's `tokenizer.json` (what `load_or_train_tokenizer` reads)."""
-    write_json(path, {"config": tokenizer.get_config(), "vocabulary": tokenizer.get_vocabulary()})
-
-
-def build_model(config, vocabulary_size):
-    """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
-    policy of `config.training`."""
-    arguments = config.model.overrides()
-    arguments.setdefault("seed", config.training.seed)
-    dtype = MIXED_PRECISION[config.training.mixed_precision]
-    if dtype:
-        arguments["dtype"] = dtype
-    if config.model.preset:
-        model = Transformer.from_preset(config.model.preset, vocabulary_size=vocabulary_size, **arguments)
-    else:
-        model = Transformer(vocabulary_size=vocabulary_size, **arguments)
-    if dtype and model.dtype_policy.name != dtype:
-        # The functional constructor gives the layers the policy but not the model itself,
-        # and `compile` looks at the model's to add loss scaling for float16.
-        model.dtype_policy = keras.dtype_policies.get(dtype)
-    return model
-
-
-def compile_model(model, config, strategy="none"):
-    """Compiles `model` with the paper's optimizer, loss and a masked accuracy metric.
-
-    Under `"mirrored"` the loss is `GlobalTokenMeanCrossentropy` (the mean over the global
-    batch's tokens), and `jit_compile=True` compiles each replica's forward and backward pass
-    (`enable_replica_jit`) since Keras' whole-step XLA compilation does not work there.
-
-    Args:
-        model: `Transformer`.
-        config: `TrainingConfig`.
-        strategy: str. The `DistributionContext.strategy`. Defaults to `"none"`.
-    """
-    check_strategy(strategy, config.training.accumulate_steps)
-    optimizer_config = config.optimizer
-    extra = {"clipnorm": optimizer_config.clipnorm} if optimizer_config.clipnorm else {}
-    optimizer = transformer_adam(
-        model.d_model,
-        warmup_steps=optimizer_config.warmup_steps,
-        scale=optimizer_config.learning_rate_scale,
-        beta_1=optimizer_config.beta_1,
-        beta_2=optimizer_config.beta_2,
-        epsilon=optimizer_config.epsilon,
-        gradient_accumulation_steps=config.training.accumulate_steps,
-        **extra,
-    )
-    mirrored = strategy == "mirrored"
-    loss_class = GlobalTokenMeanCrossentropy if mirrored else LabelSmoothedCrossentropy
-    replica_jit = mirrored and config.training.jit_compile is True
-    model.compile(
-        optimizer=optimizer,
-        loss=loss_class(label_smoothing=config.training.label_smoothing),
-        metrics=[MaskedAccuracy(name="accuracy")],
-        jit_compile=False if replica_jit else config.training.jit_compile,
-    )
-    if replica_jit:
-        enable_replica_jit(model)
-
-
-def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
-    """Translates the sources of `pairs` and scores them against the targets.
-
-    Args:
-        translator: callable, list of str -> list of str (e.g. a `Translator`).
-        pairs: list of `(source, reference)`.
-        chunk_size: int. Sentences per call (the progress bar advances per chunk).
-            Defaults to `256`.
-        verbose: bool. Show a progress bar. Defaults to `True`.
-
-    Returns:
-        dict: `test_bleu` (sacrebleu corpus BLEU), `test_exact_match` (fraction),
-        `test_seconds`, and `test_examples` (the first 10 `(source, reference, hypothesis)`).
-    """
-    start = time.monotonic()
-    sources = [source for source, _ in pairs]
-    references = [reference for _, reference in pairs]
-    hypotheses = []
-    chunks = range(0, len(sources), chunk_size)
-    if verbose:
-        from tqdm.auto import tqdm  # An optional dependency: needed only when verbose.
-
-        chunks = tqdm(chunks, desc="translating the test split", unit="chunk")
-    for index in chunks:
-        hypotheses.extend(translator(sources[index : index + chunk_size]))
-    return {
-        "test_bleu": corpus_bleu(hypotheses, references),
-        "test_exact_match": exact_match(hypotheses, references),
-        "test_seconds": round(time.monotonic() - start, 1),
-        "test_examples": [
-            {"source": s, "reference": r, "hypothesis": h}
-            for s, r, h in list(zip(sources, references, hypotheses, strict=True))[:10]
-        ],
-    }
-
-
-def translate_with_saved_model(path, sentences):
-    """Translates `sentences` with the `serving_default` signature of an exported SavedModel.
-
-    Args:
-        path: str. The SavedModel directory (`keras_transformer.export.export_saved_model`).
-        sentences: list of str.
-
-    Returns:
-        list of str.
-    """
-    # TensorFlow loads here only: a SavedModel is read on every backend through TensorFlow,
-    # which the other backends' runs need for nothing else.
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
-
-    serve = tf.saved_model.load(path).signatures[SIGNATURE_NAME]
-    outputs = serve(**{INPUT_NAME: tf.constant(list(sentences), tf.string)})
-    return [text.decode("utf-8") for text in outputs["translations"].numpy()]
 
 
 class _StopAtStep(keras.callbacks.Callback):

@@ -52,7 +52,7 @@ def test_pad_batch_repeats_the_last_row_to_a_power_of_two(preprocessor, tokenize
 
 
 def test_bucket_index_matches_bucket_length(preprocessor):
-    from keras_transformer.data.buckets import bucket_length
+    from keras_transformer.buckets import bucket_length
 
     boundaries = preprocessor.bucket_boundaries
     assert boundaries == (4, 6)

@@ -18,7 +18,7 @@ from keras_transformer.losses import LabelSmoothedCrossentropy
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
 from keras_transformer.training import PerUpdate, TensorBoardLogger, TrainingConfig, train
-from keras_transformer.training.trainer import compile_model
+from keras_transformer.training.building import compile_model
 from tests.training.training_helpers import SCRIPTS, run_python, weights_of
 
 VOCAB, LENGTH, ROWS = 30, 10, 8

@@ -16,8 +16,10 @@ from keras_transformer import Translator
 from keras_transformer.training import train
 from keras_transformer.training.bleu import exact_match
 from keras_transformer.training.config import ConfigError
-from keras_transformer.training.fine_tune import load_run_tokenizer, load_translator
-from keras_transformer.training.trainer import RunPaths, save_tokenizer
+from keras_transformer.training.fine_tune import load_initial_translator as load_translator
+from keras_transformer.training.fine_tune import load_run_tokenizer
+from keras_transformer.training.run import RunPaths
+from keras_transformer.training.tokenizers import save_tokenizer
 from tests.training.training_helpers import REPO, Crash
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "translator_v0_1.keras")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.training import TrainingConfig, plan_fits, train
-from keras_transformer.training.trainer import build_model, compile_model
+from keras_transformer.training.building import build_model, compile_model
 
 
 @pytest.mark.slow

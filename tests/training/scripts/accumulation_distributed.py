@@ -23,7 +23,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_transformer import Transformer  # noqa: E402
-from keras_transformer.training.trainer import compile_model  # noqa: E402
+from keras_transformer.training.building import compile_model  # noqa: E402
 from tests.training.test_accumulation import ROWS, VOCAB, batches  # noqa: E402
 
 ACCUMULATE, UPDATES = 2, 3

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_transformer import Transformer  # noqa: E402
-from keras_transformer.training.trainer import compile_model  # noqa: E402
+from keras_transformer.training.building import compile_model  # noqa: E402
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 VOCAB, ROWS, LENGTH = 40, 8, 12

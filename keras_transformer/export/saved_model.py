@@ -10,8 +10,8 @@ tensorflow-text ops linked in).
 TensorFlow is imported lazily. A SavedModel is built by tracing TensorFlow functions, so the
 export itself runs on the TensorFlow backend; from a JAX or PyTorch process,
 `export_saved_model` saves the translator to a `.keras` file and runs the export in a
-`KERAS_BACKEND=tensorflow` subprocess (`keras-transformer export translator.keras DIR`), which
-is also what you can do by hand.
+`KERAS_BACKEND=tensorflow` subprocess (`keras-transformer export translator.keras DIR` does the
+same by hand).
 """
 
 import json
@@ -20,7 +20,14 @@ import subprocess
 import sys
 import tempfile
 
+import keras
+
+from keras_transformer import _backend
 from keras_transformer._checks import check_int, check_number
+from keras_transformer.buckets import padded_batch_size
+from keras_transformer.export.versions import check_translator, version_directory
+from keras_transformer.files import TEMPORARY_PREFIX, atomic_directory
+from keras_transformer.translator import load_keras_translator
 
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
 # TensorFlow Serving replays the PredictionLog records of this file when it loads a version.
@@ -113,8 +120,6 @@ def export_saved_model(
     serve(inputs=tf.constant(["¿Dónde está?"]))["translations"]
     ```
     """
-    import keras
-
     path = os.fspath(path)
     for name, value in (
         ("beam_size", beam_size),
@@ -130,8 +135,8 @@ def export_saved_model(
     path = version_directory(path, version, overwrite)
     check_number("alpha", alpha, minimum=0, allow_none=True)
     if not isinstance(translator, (str, os.PathLike)):
-        _check_translator(translator)
-    if keras.backend.backend() != "tensorflow":
+        check_translator(translator)
+    if not _backend.is_tensorflow():
         options = {
             "beam_size": beam_size,
             "alpha": alpha,
@@ -140,9 +145,7 @@ def export_saved_model(
         }
         return _export_in_subprocess(translator, path, jit_compile, options)
     if isinstance(translator, (str, os.PathLike)):
-        from keras_transformer.presets import load_saved_translator
-
-        translator = load_saved_translator(translator)
+        translator = load_keras_translator(translator)
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha
     num_hypotheses = beam_size if num_hypotheses is None else num_hypotheses
@@ -182,8 +185,6 @@ def export_saved_model(
         "warmup_batch_size": warmup_batch_size,
     }
 
-    from keras_transformer.files import atomic_directory
-
     with atomic_directory(path) as temporary:
         archive.write_out(temporary, verbose=False)
         os.makedirs(os.path.join(temporary, "assets.extra"), exist_ok=True)
@@ -191,76 +192,6 @@ def export_saved_model(
             json.dump(metadata, file, indent=2)
         write_warmup_requests(os.path.join(temporary, WARMUP_PATH), warmup)
     return path
-
-
-def version_directory(path, version=None, overwrite=None, name="path"):
-    """The directory an export writes: `path`, or `path/<version>` in a model server's layout.
-
-    Shared by `export_saved_model` and `export_ctranslate2`: both take the same `version` and
-    `overwrite` and refuse the same way. `latest_version` finds the version to serve.
-
-    Args:
-        path: str or `os.PathLike`. The export's directory, or with `version` its base path.
-        version: int `>= 1`. Defaults to `None`: `path` itself.
-        overwrite: bool. Whether an existing directory may be replaced. Defaults to `None`:
-            `True` without `version`; with `version`, `False` (a model server may be serving
-            that version).
-        name: str. The name of `path` in the caller's signature, for error messages.
-            Defaults to `"path"`.
-
-    Returns:
-        str, the directory to write.
-    """
-    path = os.fspath(path)
-    check_int("version", version, minimum=1, allow_none=True)
-    if version is not None:
-        path = os.path.join(path, str(version))
-    if os.path.exists(path) and not (overwrite if overwrite is not None else version is None):
-        if version is None:
-            raise ValueError(
-                f"`{name}` already exists and `overwrite=False`. Received: {name}={path!r}"
-            )
-        raise ValueError(
-            f"Version {version} already exists in {os.path.dirname(path)!r}: export a new "
-            "`version` (a model server may be serving this one) or pass `overwrite=True`. "
-            f"Received: version={version}"
-        )
-    return path
-
-
-def latest_version(path):
-    """The directory a model server serves from the base path `path`: its highest version.
-
-    A base path holds one directory per version, named by its number (as `version_directory`
-    writes them); TensorFlow Serving serves the highest. Any other path is returned as is.
-
-    Args:
-        path: str or `os.PathLike`. A base path, or a model directory or file.
-
-    Returns:
-        str, `path/<highest version>` when `path` is a directory with version directories,
-        else `path`.
-
-    Example:
-
-    >>> import tempfile
-    >>> base = tempfile.mkdtemp()
-    >>> for version in ("2", "10", ".tmp-1234-3"):
-    ...     os.makedirs(os.path.join(base, version))
-    >>> os.path.basename(latest_version(base))
-    '10'
-    """
-    path = os.fspath(path)
-    try:
-        entries = os.listdir(path)
-    except OSError:  # A file, or nothing: the caller reports it.
-        return path
-    versions = [
-        int(entry)
-        for entry in entries
-        if entry.isascii() and entry.isdigit() and os.path.isdir(os.path.join(path, entry))
-    ]
-    return os.path.join(path, str(max(versions))) if versions else path
 
 
 def make_serving_function(
@@ -370,7 +301,6 @@ def make_warmup_requests(preprocessor, max_batch_size):
         (shortest first), batches of 1, 2, 4, ..., `padded_batch_size(max_batch_size)` copies
         of one sentence in that bucket; then the `translate_n_best` request.
     """
-    from keras_transformer.data.buckets import padded_batch_size
 
     sentences = _bucket_sentences(preprocessor)
     batch_sizes, size = [], 1
@@ -442,16 +372,6 @@ def read_metadata(path):
         return {}
 
 
-def _check_translator(translator):
-    from keras_transformer.translator import Translator
-
-    if not isinstance(translator, Translator):
-        raise ValueError(
-            "`translator` must be a `keras_transformer.Translator` or the path of a `.keras` "
-            f"file or preset directory holding one. Received: translator={translator!r}"
-        )
-
-
 def _bucket_sentences(preprocessor):
     """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
     tokenizer = preprocessor.tokenizer
@@ -475,10 +395,15 @@ def _bucket_sentences(preprocessor):
     )
 
 
-def _export_in_subprocess(translator, path, jit_compile, options):
-    """Runs `keras-transformer export` under `KERAS_BACKEND=tensorflow`."""
-    from keras_transformer.files import TEMPORARY_PREFIX
+# The subprocess of `_export_in_subprocess`: `export_saved_model(KERAS_PATH, PATH, **OPTIONS)`.
+_CHILD = (
+    "import json, sys; from keras_transformer.export.saved_model import export_saved_model; "
+    "export_saved_model(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))"
+)
 
+
+def _export_in_subprocess(translator, path, jit_compile, options):
+    """Runs `export_saved_model` on a `.keras` file under `KERAS_BACKEND=tensorflow`."""
     # The scratch `.keras` file goes next to the destination, under a temporary name that
     # `remove_temporaries` clears if this process is killed.
     parent = os.path.dirname(os.path.abspath(path))
@@ -489,14 +414,10 @@ def _export_in_subprocess(translator, path, jit_compile, options):
         else:
             keras_path = os.path.join(directory, "translator.keras")
             translator.save(keras_path)
-        # `path` is already the version directory: the child writes it without `--version`
+        # `path` is already the version directory: the child writes it without `version`
         # (and may replace it: the parent checked `overwrite`).
-        command = [sys.executable, "-m", "keras_transformer.cli", "export", keras_path, path]
-        for name, value in options.items():
-            if value is not None:
-                command += ["--" + name.replace("_", "-"), str(value)]
-        if not jit_compile:
-            command.append("--no-jit-compile")
+        options = {**options, "jit_compile": jit_compile}
+        command = [sys.executable, "-c", _CHILD, keras_path, path, json.dumps(options)]
         environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
         result = subprocess.run(command, env=environment, capture_output=True, text=True)
     if result.returncode != 0:
@@ -505,12 +426,3 @@ def _export_in_subprocess(translator, path, jit_compile, options):
             f"{result.returncode}) running {' '.join(command)}:\n{result.stderr[-4000:]}"
         )
     return path
-
-
-def export_ctranslate2(translator, directory, quantization=None, **kwargs):
-    """Writes `translator` as a CTranslate2 model; see `keras_transformer.ctranslate2`.
-
-    Takes `version` and `overwrite` as `export_saved_model` does (`directory/<version>/`)."""
-    from keras_transformer.ctranslate2 import export_ctranslate2 as export
-
-    return export(translator, directory, quantization=quantization, **kwargs)

@@ -1,8 +1,8 @@
-"""Tests for `keras_transformer.data.buckets`: the bucket rules shared by training and inference."""
+"""Tests for `keras_transformer.buckets`: the bucket rules shared by training and inference."""
 
 import pytest
 
-from keras_transformer.data.buckets import (
+from keras_transformer.buckets import (
     bucket_batches,
     check_bucket_boundaries,
     padded_batch_size,

@@ -1,0 +1,97 @@
+"""The `keras-transformer` command.
+
+```
+keras-transformer translate --model exported/ "¿Dónde está?" "Hola."
+printf 'Hola.\\n¿Dónde está?\\n' | keras-transformer translate --model exported/
+keras-transformer export translator.keras exported/
+keras-transformer train --config configs/demo.toml
+```
+
+`translate` opens its model with `keras_transformer.engines.load_translator`: an exported
+SavedModel (`keras_transformer.export`, with TensorFlow and tensorflow-text only), a CTranslate2
+directory (`export --format ctranslate2`), a `.keras` file written by `Translator.save`, a
+preset directory written by `Translator.save_to_preset` or a training run's directory; the
+engine is found from the files unless `--engine` names it. `export` reads a `.keras` file or
+a preset directory. Given a model server's base path (what `export --version N` writes into:
+one directory per version, named by its number), `translate` uses its highest version, as
+TensorFlow Serving does. Without sentences on the command line it reads
+standard input, one sentence per line, and writes one translation per line, flushing after
+each batch. Inputs longer than the model's maximum source length are
+truncated (a note on standard error says which); a batch that fails prints empty lines and an
+error on standard error, and the exit status is then 1.
+
+`translate --n-best N` prints the N best hypotheses of each sentence instead (a SavedModel
+through its `translate_n_best` signature: N at most its columns, the search it was exported
+with), best first, one line each in the Moses / fairseq n-best format
+`INDEX ||| TRANSLATION ||| SCORE`: INDEX counts the sentences from 0, SCORE is the
+beam score (log probability / length penalty) with 6 decimals. Split a line at the first
+and the last ` ||| `. An empty sentence has one hypothesis, `""` with score 0; a sentence of
+a failed batch has none. `--beam-size 1` asks for greedy search.
+
+A user error (a bad config file or setting, a malformed or missing data file, an unreadable
+model) ends with one line on standard error, `keras-transformer: error: ...`, and the exit
+status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
+feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL` is set.
+
+Each subcommand is a module of this package (`translate`, `export`, `train`) with an
+`add_<name>_parser(subparsers)` function that registers its arguments and its handler
+`run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
+framework at import time, so `--help` loads none.
+"""
+
+
+import argparse
+import sys
+
+from keras_transformer.cli.common import (
+    PROGRAM,
+    add_common_arguments,
+    quiet_framework_logs,
+    run_handler,
+    user_errors,
+)
+from keras_transformer.cli.export import add_export_parser
+from keras_transformer.cli.train import add_train_parser
+from keras_transformer.cli.translate import add_translate_parser
+
+__all__ = [
+    "PROGRAM",
+    "add_common_arguments",
+    "build_parser",
+    "main",
+    "quiet_framework_logs",
+    "run_handler",
+    "user_errors",
+]
+
+
+def main(argv=None):
+    """Runs the `keras-transformer` command.
+
+    Args:
+        argv: list of str. The arguments, without the program name. Defaults to `None`:
+            `sys.argv[1:]`.
+
+    Returns:
+        int, the exit status.
+    """
+    args = build_parser().parse_args(argv)
+    return run_handler(args.handler, args, debug=args.debug, verbose=args.framework_logs)
+
+
+def build_parser():
+    """The `argparse.ArgumentParser` of the command, one subparser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description='The Transformer of "Attention Is All You Need" for Keras 3.',
+    )
+    add_common_arguments(parser)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_translate_parser(subparsers)
+    add_export_parser(subparsers)
+    add_train_parser(subparsers)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

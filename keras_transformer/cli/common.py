@@ -1,0 +1,126 @@
+"""What every subcommand of `keras-transformer` shares: running a handler with user errors as
+one line and the exit status 2, the quiet TensorFlow start-up, `--debug` / `--verbose`, and the
+messages on standard error. Pure Python at import: `--help` loads no framework.
+"""
+
+import argparse
+import contextlib
+import importlib.util
+import logging
+import os
+import sys
+
+from keras_transformer.datasets.tsv import TsvFormatError
+from keras_transformer.training.config import ConfigError
+
+PROGRAM = "keras-transformer"
+
+
+def run_handler(handler, args, debug=False, verbose=False):
+    """Runs a subcommand's `handler(args)`; a user error becomes one line and the status 2.
+
+    Args:
+        handler: callable, `args -> exit status`.
+        args: the parsed `argparse.Namespace`.
+        debug: bool. Let user errors raise (with their traceback). Defaults to `False`.
+        verbose: bool. Keep TensorFlow's start-up logs. Defaults to `False`.
+
+    Returns:
+        int, the exit status.
+    """
+    if not verbose:
+        quiet_framework_logs()
+    try:
+        return handler(args)
+    except user_errors() as failure:
+        if debug:
+            raise
+        print_error(" ".join(str(failure).split()) or type(failure).__name__)
+        return 2
+
+
+def user_errors():
+    """The exception types that are the user's to fix: printed as one line, without traceback.
+
+    `ConfigError` (settings and config files), `TsvFormatError` (a malformed data file) and
+    `OSError` (a missing or unreadable file; its message names the file).
+    """
+    return (ConfigError, TsvFormatError, OSError)
+
+
+def quiet_framework_logs():
+    """Silences TensorFlow's start-up logs (CUDA probes, CPU feature banners, absl notices).
+
+    Sets `TF_CPP_MIN_LOG_LEVEL=3` unless it is set, and imports TensorFlow (when installed and
+    not yet imported) with the process's standard error pointing at `/dev/null`, since some
+    of its libraries log while loading, before any log level applies. Every subcommand
+    imports TensorFlow anyway (the tokenizers are tensorflow-text's). A user who sets
+    `TF_CPP_MIN_LOG_LEVEL` sees the logs that level lets through.
+    """
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is None:
+        return
+    with _stderr_to_devnull():
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            return  # Reported when a subcommand needs it, with the standard error back.
+    # absl (TensorFlow's logging library) logs through the standard `absl` logger.
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def _stderr_to_devnull():
+    """Points file descriptor 2 (what C++ libraries write to) at `/dev/null` for a while."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def add_common_arguments(parser, verbose=True, default=False):
+    """Adds `--debug` (and `--verbose`) to `parser`.
+
+    Args:
+        parser: `argparse.ArgumentParser`.
+        verbose: bool. Also add `--verbose` (TensorFlow's start-up logs). Defaults to `True`.
+        default: the options' default; `argparse.SUPPRESS` on a subcommand's parser, so that
+            `--debug` works before and after the subcommand. Defaults to `False`.
+    """
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback of a user error"
+    )
+    if verbose:
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            dest="framework_logs",
+            default=default,
+            help="keep TensorFlow's start-up logs (CUDA probes, CPU feature banners)",
+        )
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def print_note(message):
+    print(f"{PROGRAM}: note: {message}", file=sys.stderr)
+
+
+def print_error(message):
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)

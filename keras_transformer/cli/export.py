@@ -1,0 +1,127 @@
+"""`keras-transformer export`: a saved Translator as a TensorFlow SavedModel or a CTranslate2
+model directory (`keras_transformer.export`)."""
+
+import argparse
+import sys
+
+from keras_transformer.cli.common import PROGRAM, add_common_arguments, positive_int, print_error
+
+
+def add_export_parser(subparsers):
+    """Registers the `export` subcommand on an `argparse` subparsers object."""
+    parser = subparsers.add_parser(
+        "export",
+        help="export a saved Translator (.keras or preset) as a TensorFlow SavedModel serving "
+        "strings",
+        description=(
+            "Exports the Translator saved in TRANSLATOR (a .keras file or a preset directory, "
+            "from any backend) as a "
+            "TensorFlow SavedModel in OUTPUT. The export runs on the TensorFlow backend: under "
+            "another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow subprocess."
+        ),
+    )
+    parser.add_argument(
+        "translator", metavar="TRANSLATOR", help="Translator .keras file or preset directory"
+    )
+    parser.add_argument(
+        "output", metavar="OUTPUT", help="directory to write (with --version, the base path)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("saved_model", "ctranslate2"),
+        default="saved_model",
+        help="'ctranslate2': a CTranslate2 model directory, for `translate --engine "
+        "ctranslate2` (default: saved_model)",
+    )
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        help="CTranslate2 weight type, e.g. int8, int8_float32, float16 (--format ctranslate2)",
+    )
+    parser.add_argument("--beam-size", type=positive_int, default=None, help="beam size")
+    parser.add_argument("--alpha", type=float, default=None, help="length penalty")
+    parser.add_argument(
+        "--version",
+        type=positive_int,
+        default=None,
+        help="write OUTPUT/VERSION/, the layout TensorFlow Serving watches (OUTPUT is the "
+        "model's base path); an existing version is refused unless --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="replace an existing --version directory (without --version, OUTPUT is replaced)",
+    )
+    parser.add_argument(
+        "--num-hypotheses",
+        type=positive_int,
+        default=None,
+        help="columns of the translate_n_best signature (default: the beam size)",
+    )
+    parser.add_argument(
+        "--warmup-batch-size",
+        type=positive_int,
+        default=None,
+        help="largest request batch the TF Serving warm-up requests cover (default: the "
+        "translator's batch size)",
+    )
+    parser.add_argument(
+        "--no-jit-compile",
+        dest="jit_compile",
+        action="store_false",
+        help="do not compile the search with XLA",
+    )
+    add_common_arguments(parser, default=argparse.SUPPRESS)
+    parser.set_defaults(handler=run_export)
+
+
+def run_export(args):
+    """Handler of `export`: returns the exit status."""
+    # Loads Keras (seconds): only once the command runs. On JAX and PyTorch,
+    # `export_saved_model` runs the export in a KERAS_BACKEND=tensorflow subprocess.
+    from keras_transformer.export import export_ctranslate2, export_saved_model
+
+    written = args.output
+    saved_model_only = {
+        "num_hypotheses": args.num_hypotheses,
+        "warmup_batch_size": args.warmup_batch_size,
+    }
+    try:
+        if args.format == "ctranslate2":
+            for name, value in saved_model_only.items():
+                if value is not None:
+                    raise ValueError(
+                        f"`--{name.replace('_', '-')}` applies to `--format saved_model` only. "
+                        f"Received: {name}={value!r}"
+                    )
+            written = export_ctranslate2(
+                args.translator,
+                args.output,
+                quantization=args.quantization,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+                overwrite=args.overwrite,
+                version=args.version,
+            )
+        elif args.quantization is not None:
+            raise ValueError(
+                "`--quantization` applies to `--format ctranslate2` only. "
+                f"Received: quantization={args.quantization!r}"
+            )
+        else:
+            written = export_saved_model(
+                args.translator,
+                args.output,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+                jit_compile=args.jit_compile,
+                overwrite=args.overwrite,
+                version=args.version,
+                **saved_model_only,
+            )
+    except Exception as error:  # Reported, not a traceback.
+        print_error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
+        return 1
+    print(f"{PROGRAM}: wrote {written}", file=sys.stderr)
+    return 0

@@ -1,0 +1,139 @@
+"""`keras-transformer translate`: sentences from the command line or standard input, through
+any engine (`keras_transformer.engines`). See `keras_transformer.cli` for the output formats.
+"""
+
+import argparse
+import os
+import sys
+
+from keras_transformer.cli.common import add_common_arguments, positive_int, print_error, print_note
+
+# The engines of `keras_transformer.engines.ENGINES` (that module loads a framework).
+ENGINES = ("keras", "saved_model", "ctranslate2")
+
+
+def add_translate_parser(subparsers):
+    """Registers the `translate` subcommand on an `argparse` subparsers object."""
+    parser = subparsers.add_parser(
+        "translate",
+        help="translate sentences with an exported SavedModel or a saved Translator",
+        description=(
+            "Translates the SENTENCEs, or the lines of standard input (one sentence per line) "
+            "when none is given or SENTENCE is '-'. Prints one translation per line."
+        ),
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="SavedModel directory (keras_transformer.export), CTranslate2 directory (export "
+        "--format ctranslate2), Translator .keras file, preset directory "
+        "(Translator.save_to_preset) or training run directory; a base path of numbered "
+        "versions (export --version) uses the highest",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="lines of standard input translated together (default: 32)",
+    )
+    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
+    parser.add_argument(
+        "--n-best",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="print the N best hypotheses of each sentence, best first, one per line as "
+        "'INDEX ||| TRANSLATION ||| SCORE' (INDEX counts sentences from 0; N <= beam size; "
+        "a SavedModel: N <= its translate_n_best columns)",
+    )
+    parser.add_argument(
+        "--beam-size",
+        type=positive_int,
+        default=None,
+        help="beam size, 1 for greedy search (default: the model's; a SavedModel takes only "
+        "the beam size it was exported with)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="the engine MODEL is for: keras (.keras file, preset or run directory), "
+        "saved_model or ctranslate2 (default: found from MODEL's files)",
+    )
+    parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
+    add_common_arguments(parser, default=argparse.SUPPRESS)
+    parser.set_defaults(handler=run_translate)
+
+
+def run_translate(args):
+    """Handler of `translate`: returns the exit status."""
+    # Loads the framework of the engine (seconds): only once the command runs.
+    from keras_transformer.engines import check_options, load_translator
+
+    try:
+        translator = load_translator(args.model, engine=args.engine)
+    except Exception as error:  # Any load failure is reported, not a traceback.
+        print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
+        return 2
+    if args.beam_size is not None or args.n_best is not None:
+        try:
+            check_options(translator, args.beam_size, args.n_best)
+        except ValueError as error:
+            print_error(" ".join(str(error).split()))
+            return 2
+    length = translator.max_source_length
+    limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
+    if args.sentences and args.sentences != ["-"]:
+        # argv was decoded with the file system encoding (surrogateescape): recover the bytes.
+        batches = [[os.fsencode(sentence) for sentence in args.sentences]]
+    else:
+        batches = _stdin_batches(args.batch_size)
+
+    status = 0
+    offset = 0
+    output = sys.stdout.buffer
+    for batch in batches:
+        try:
+            results = translator.translate(
+                list(batch), beam_size=args.beam_size, num_hypotheses=args.n_best or 1
+            )
+            hypotheses = [[(option.text, option.score) for option in options] for options in results]
+            truncated = [options[0].truncated for options in results]
+        except Exception as error:
+            print_error(
+                f"sentences {offset + 1}-{offset + len(batch)} failed: "
+                f"{type(error).__name__}: {error}"
+            )
+            # A failed sentence prints an empty line (no line at all with --n-best).
+            hypotheses = [[] if args.n_best else [("", 0.0)] for _ in batch]
+            truncated = [False] * len(batch)
+            status = 1
+        for index, flag in enumerate(truncated):
+            if flag:
+                print_note(
+                    f"sentence {offset + index + 1} is longer than the model's maximum source "
+                    f"length{limit}; only its beginning was translated"
+                )
+        for index, options in enumerate(hypotheses):
+            for text, score in options:
+                line = " ".join(text.split("\n"))
+                if args.n_best:
+                    line = f"{offset + index} ||| {line} ||| {float(score):.6f}"
+                elif args.scores:
+                    line = f"{float(score):.4f}\t{line}"
+                output.write(line.encode("utf-8", errors="replace") + b"\n")
+        output.flush()
+        offset += len(batch)
+    return status
+
+
+def _stdin_batches(batch_size):
+    """Lines of standard input (bytes, without the line break), `batch_size` at a time."""
+    batch = []
+    for line in sys.stdin.buffer:
+        batch.append(line.rstrip(b"\r\n"))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,448 @@
+"""Preset directories: a trained `Translator` (or `Transformer`) as keras-hub users share them.
+
+`Translator.save_to_preset(directory)` writes, and `Translator.from_preset(directory)` reads
+(each handing its own class to the functions here, which import no model class):
+
+```
+config.json                         the Transformer (Keras serialized config)
+model.weights.h5                    its weights
+tokenizer.json                      the source (or shared) tokenizer, without its vocabulary
+assets/tokenizer/vocabulary.txt     ... its vocabulary (the tokenizer's own assets)
+target_tokenizer.json               the target tokenizer (only when it has one of its own)
+assets/target_tokenizer/...         ... its assets
+translator.json                     the search settings (beam size, length penalty, lengths)
+metadata.json                       format version, versions, backend, parameter count, date
+```
+
+`Transformer.save_to_preset` writes `config.json`, `model.weights.h5` and `metadata.json`
+only, and `Transformer.from_preset` reads those three files of either kind of preset. The
+file names are keras-hub's (`config.json` for the backbone, `tokenizer.json` and
+`assets/tokenizer/` for the tokenizer, `metadata.json`), so a directory is shared the way
+keras-hub presets are: upload it as it is to Kaggle Models or the Hugging Face Hub.
+
+A directory is written atomically (`keras_transformer.files.atomic_directory`): at
+every moment it is absent, the old preset or the new one. Weights are backend-independent:
+a preset saved under one Keras backend loads under the others.
+
+Loading checks the directory before it reads any weight, and reports every problem it finds
+in one `ValueError`: missing files, an unknown format version, a configuration that is not a
+`Transformer`, weights of another architecture than `config.json` describes, a vocabulary of
+another size than the model's embedding. Only the fixed file names above are opened; no path
+written inside a file is ever followed, and configurations go through the same checks as a
+`.keras` file's (`Translator.from_config`).
+"""
+
+import datetime
+import inspect
+import json
+import os
+import stat
+from collections import Counter
+
+import keras
+
+from keras_transformer._checks import short_repr
+from keras_transformer.files import atomic_directory
+from keras_transformer.saving.checks import deserialize_part
+from keras_transformer.version import __version__
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+METADATA_FILE = "metadata.json"
+TRANSLATOR_FILE = "translator.json"
+ASSETS_DIR = "assets"
+# The tokenizers of a Translator: its attribute, the config file and the assets directory.
+TOKENIZER_PARTS = {"tokenizer": "tokenizer.json", "target_tokenizer": "target_tokenizer.json"}
+FORMAT_VERSION = 1
+# The groups of a `.weights.h5` file that hold a model's own variables (a compiled model's
+# file also has `optimizer`).
+MODEL_GROUPS = ("layers", "vars")
+# The JSON files are configurations: a larger one is refused before it is read.
+MAX_JSON_BYTES = 1 << 24
+
+
+# === Saving ===
+
+
+def save_translator(translator, directory, cls):
+    """Writes `translator` as a preset directory (see the module docstring).
+
+    Args:
+        translator: `keras_transformer.Translator`.
+        directory: str or `os.PathLike`. Created, or replaced if it holds a preset.
+        cls: the class `translator` must be an instance of (`Translator`).
+
+    Returns:
+        `directory`, as a str.
+    """
+    if not isinstance(translator, cls):
+        raise ValueError(
+            f"`translator` must be a `keras_transformer.{cls.__name__}`. Received: {translator!r}"
+        )
+    settings = translator.get_config()
+    for key in ("model", *TOKENIZER_PARTS):
+        settings.pop(key)
+    files = {TRANSLATOR_FILE: _registered(translator, settings)}
+    tokenizers = {}
+    for attribute, name in TOKENIZER_PARTS.items():
+        tokenizer = getattr(translator, attribute)
+        if tokenizer is not None:
+            files[name] = keras.saving.serialize_keras_object(tokenizer)
+            tokenizers[attribute] = tokenizer
+    return _write(directory, translator.model, "Translator", files, tokenizers)
+
+
+def save_transformer(model, directory, cls):
+    """Writes `model` (a `Transformer`) as a preset directory of `config.json`,
+    `model.weights.h5` and `metadata.json`.
+
+    Args:
+        model: `keras_transformer.Transformer`.
+        directory: str or `os.PathLike`. Created, or replaced if it holds a preset.
+        cls: the class `model` must be an instance of (`Transformer`).
+
+    Returns:
+        `directory`, as a str.
+    """
+    if not isinstance(model, cls):
+        raise ValueError(f"`model` must be a `keras_transformer.{cls.__name__}`. Received: {model!r}")
+    return _write(directory, model, "Transformer", {}, {})
+
+
+def _write(directory, model, class_name, files, tokenizers):
+    directory = os.fspath(directory)
+    _check_destination(directory)
+    files = {
+        CONFIG_FILE: _model_config(keras.saving.serialize_keras_object(model)),
+        **files,
+        METADATA_FILE: {
+            "format_version": FORMAT_VERSION,
+            "class_name": class_name,
+            "keras_transformer_version": __version__,
+            "keras_version": keras.__version__,
+            "backend": keras.backend.backend(),
+            "parameter_count": int(model.count_params()),
+            "date_saved": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        },
+    }
+    with atomic_directory(directory) as temporary:
+        os.makedirs(temporary)
+        for name, value in files.items():
+            with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
+                json.dump(value, file, indent=2)
+                file.write("\n")
+        _without_optimizer(model).save_weights(os.path.join(temporary, WEIGHTS_FILE))
+        for attribute, tokenizer in tokenizers.items():
+            assets = os.path.join(temporary, ASSETS_DIR, attribute)
+            os.makedirs(assets)
+            tokenizer.save_assets(assets)
+    return directory
+
+
+def _without_optimizer(model):
+    """`model`, or an uncompiled copy of it: Keras writes a compiled model's optimizer state
+    into its weights file, and a preset holds the model's weights only (as keras-hub's)."""
+    if getattr(model, "optimizer", None) is None:
+        return model
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _model_config(config):
+    """A serialized model without its `compile_config`: a preset holds no optimizer state,
+    and loading one gives an uncompiled model (as keras-hub's backbones)."""
+    if isinstance(config, dict):
+        config = {key: value for key, value in config.items() if key != "compile_config"}
+    return config
+
+
+def _check_destination(directory):
+    """Refuses to replace a file, or a directory that is neither empty nor a preset: saving
+    replaces the whole directory."""
+    if not os.path.lexists(directory):
+        return
+    if os.path.isdir(directory) and not os.path.islink(directory):
+        entries = os.listdir(directory)
+        if not entries or METADATA_FILE in entries:
+            return
+        found = f"a directory without {METADATA_FILE} that holds {len(entries)} entries"
+    else:
+        found = "a file"
+    raise ValueError(
+        "`directory` must be new, empty or an earlier preset: saving replaces it as a whole. "
+        f"Received: directory={directory!r} ({found})"
+    )
+
+
+def _registered(obj, config):
+    return {"registered_name": keras.saving.get_registered_name(type(obj)), "config": config}
+
+
+# === Loading ===
+
+
+def load_translator(directory, cls):
+    """Loads the `Translator` of a preset directory written by `save_translator`.
+
+    Args:
+        directory: str or `os.PathLike`.
+        cls: the `Translator` class (or a subclass): its `from_config` checks and builds it.
+
+    Returns:
+        A `cls` instance.
+
+    Raises:
+        FileNotFoundError: `directory` is not a directory.
+        ValueError: the directory is not a valid Translator preset; the message lists every
+            problem found.
+    """
+    reader = _Reader(directory, "Translator")
+    metadata = reader.metadata()
+    if metadata.get("class_name") == "Transformer":
+        reader.problems.append(
+            f"{METADATA_FILE}: expected a Translator preset, found a Transformer-only preset "
+            "(no tokenizer): load it with `Transformer.from_preset`"
+        )
+    has_target = reader.exists(TOKENIZER_PARTS["target_tokenizer"])
+    attributes = [name for name in TOKENIZER_PARTS if name == "tokenizer" or has_target]
+    model_config = _model_config(reader.json(CONFIG_FILE))
+    translator_config = reader.json(TRANSLATOR_FILE)
+    tokenizer_configs = {name: reader.json(TOKENIZER_PARTS[name]) for name in attributes}
+    reader.require(WEIGHTS_FILE, *(os.path.join(ASSETS_DIR, name) for name in attributes))
+    reader.raise_if_problems()
+
+    settings = _settings(reader, translator_config, cls)
+    reader.raise_if_problems()
+    config = {**settings, "model": model_config, "target_tokenizer": None, **tokenizer_configs}
+    try:
+        # The checks of a `.keras` file's configuration: each part of the class it claims,
+        # the tokenizers told the model's vocabulary sizes, the decoding memory bounded.
+        translator = cls.from_config(config)
+    except (ValueError, TypeError) as error:
+        reader.fail(f"{CONFIG_FILE}, {TRANSLATOR_FILE} and the tokenizer files: {error}")
+    reader.check_weights(translator.model, metadata)
+    for attribute in attributes:
+        tokenizer = getattr(translator, attribute)
+        try:
+            tokenizer.load_assets(reader.path(ASSETS_DIR, attribute))
+        except (ValueError, OSError) as error:
+            reader.problems.append(f"{ASSETS_DIR}/{attribute}: {error}")
+    reader.raise_if_problems()
+    reader.load_weights(translator.model)
+    return translator
+
+
+def load_transformer(directory, cls, load_weights=True, **kwargs):
+    """Loads the `Transformer` of a preset directory (of a Translator or a Transformer).
+
+    Args:
+        directory: str or `os.PathLike`.
+        cls: the `Transformer` class (or a subclass) that `config.json` must name.
+        load_weights: bool. Load `model.weights.h5`; `False` builds the architecture with
+            fresh weights. Defaults to `True`.
+        **kwargs: overrides of `config.json`'s constructor arguments (e.g. `dropout`); one
+            that changes a weight's shape makes the weights a mismatch.
+
+    Returns:
+        A `keras_transformer.Transformer`.
+    """
+    reader = _Reader(directory, "Transformer")
+    metadata = reader.metadata()
+    config = _model_config(reader.json(CONFIG_FILE))
+    if load_weights:
+        reader.require(WEIGHTS_FILE)
+    reader.raise_if_problems()
+    if kwargs and isinstance(config, dict) and isinstance(config.get("config"), dict):
+        config = {**config, "config": {**config["config"], **kwargs}}
+    try:
+        model = deserialize_part("config", config, cls)
+    except (ValueError, TypeError) as error:
+        reader.fail(f"{CONFIG_FILE}: {error}")
+    if load_weights:
+        reader.check_weights(model, metadata if not kwargs else {})
+        reader.raise_if_problems()
+        reader.load_weights(model)
+    return model
+
+
+def is_preset(path):
+    """Whether `path` is a directory with a preset's `metadata.json` or `model.weights.h5`
+    (and no `saved_model.pb`, which makes it a SavedModel).
+
+    Args:
+        path: str or `os.PathLike`.
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "saved_model.pb")):
+        return False
+    exists = [os.path.exists(os.path.join(path, name)) for name in (METADATA_FILE, WEIGHTS_FILE)]
+    return any(exists)
+
+
+def _settings(reader, translator_config, cls):
+    """The `cls` (Translator) arguments of `translator.json` (model and tokenizers excluded)."""
+    if not isinstance(translator_config, dict) or not isinstance(
+        translator_config.get("config"), dict
+    ):
+        reader.problems.append(
+            f'{TRANSLATOR_FILE}: expected {{"registered_name": ..., "config": {{...}}}}, '
+            f"found {short_repr(translator_config)}"
+        )
+        return {}
+    name = translator_config.get("registered_name")
+    expected = keras.saving.get_registered_name(cls)
+    if name != expected:
+        reader.problems.append(
+            f"{TRANSLATOR_FILE}: expected registered_name={expected!r}, found {name!r}"
+        )
+    known = set(inspect.signature(cls).parameters) - {"model", "kwargs", *TOKENIZER_PARTS}
+    settings = dict(translator_config["config"])
+    unknown = sorted(set(settings) - known - {"name", "trainable"})
+    if unknown:
+        reader.problems.append(
+            f"{TRANSLATOR_FILE}: unknown settings {unknown}; expected only {sorted(known)}"
+        )
+    return settings
+
+
+class _Reader:
+    """Reads the fixed files of one preset directory, gathering problems to report at once."""
+
+    def __init__(self, directory, class_name):
+        self.directory = os.fspath(directory)
+        self.class_name = class_name
+        self.problems = []
+        if not os.path.isdir(self.directory):
+            raise FileNotFoundError(f"No preset directory at {self.directory!r}")
+
+    def path(self, *names):
+        return os.path.join(self.directory, *names)
+
+    def exists(self, name):
+        return os.path.lexists(self.path(name))
+
+    def require(self, *names):
+        for name in names:
+            if not self.exists(name):
+                self.problems.append(f"{name}: missing")
+
+    def json(self, name):
+        """The JSON value of the file `name`, or `None` (with a problem noted)."""
+        path = self.path(name)
+        try:
+            status = os.stat(path)
+            if not stat.S_ISREG(status.st_mode):
+                raise ValueError("not a regular file")
+            if status.st_size > MAX_JSON_BYTES:
+                raise ValueError(f"{status.st_size} bytes, more than {MAX_JSON_BYTES}")
+            with open(path, encoding="utf-8") as file:
+                return json.loads(file.read(MAX_JSON_BYTES + 1))
+        except FileNotFoundError:
+            self.problems.append(f"{name}: missing")
+        except (OSError, ValueError) as error:  # JSONDecodeError and UnicodeError included
+            self.problems.append(f"{name}: not a readable JSON file ({error})")
+        return None
+
+    def metadata(self):
+        metadata = self.json(METADATA_FILE)
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict):
+            self.problems.append(
+                f"{METADATA_FILE}: expected a JSON object, found {short_repr(metadata)}"
+            )
+            return {}
+        class_name = metadata.get("class_name")
+        if class_name not in ("Translator", "Transformer"):
+            self.problems.append(
+                f"{METADATA_FILE}: expected class_name 'Translator' or 'Transformer', found "
+                f"{short_repr(class_name)}"
+            )
+        version = metadata.get("format_version")
+        if version != FORMAT_VERSION:
+            self.problems.append(
+                f"{METADATA_FILE}: unknown format version: expected format_version="
+                f"{FORMAT_VERSION}, found {short_repr(version)} (written by keras_transformer "
+                f"{metadata.get('keras_transformer_version', 'of an unknown version')})"
+            )
+        return metadata
+
+    def check_weights(self, model, metadata):
+        """Notes a problem when `model.weights.h5` (or the metadata's parameter count) does
+        not fit the architecture of `model`, built from `config.json`."""
+        expected = Counter(tuple(variable.shape) for variable in model.weights)
+        try:
+            found = _weight_shapes(self.path(WEIGHTS_FILE))
+        except (OSError, ValueError) as error:
+            self.problems.append(f"{WEIGHTS_FILE}: not a readable Keras weights file ({error})")
+            return
+        count = model.count_params()
+        recorded = metadata.get("parameter_count")
+        if recorded is not None and recorded != count:
+            self.problems.append(
+                f"architecture mismatch: {CONFIG_FILE} builds {count} parameters, "
+                f"{METADATA_FILE} records parameter_count={recorded}"
+            )
+        if found != expected:
+            missing = sorted((expected - found).elements())[:4]
+            extra = sorted((found - expected).elements())[:4]
+            self.problems.append(
+                f"architecture mismatch between {CONFIG_FILE} and {WEIGHTS_FILE}: expected "
+                f"{expected.total()} arrays, {count} weights "
+                f"({_architecture(model)}); found {found.total()} arrays, "
+                f"{_size(found)} weights; shapes expected but not found: {missing}, found "
+                f"but not expected: {extra}"
+            )
+
+    def load_weights(self, model):
+        try:
+            model.load_weights(self.path(WEIGHTS_FILE))
+        except (ValueError, OSError, KeyError) as error:
+            self.fail(f"{WEIGHTS_FILE}: {error}")
+
+    def raise_if_problems(self):
+        if self.problems:
+            self.fail()
+
+    def fail(self, problem=None):
+        problems = self.problems + ([problem] if problem else [])
+        listed = "".join(f"\n- {problem}" for problem in problems)
+        raise ValueError(
+            f"The preset directory cannot be loaded as a {self.class_name} ({len(problems)} "
+            f"problem{'s' if len(problems) > 1 else ''}):{listed}\n"
+            f"Received: directory={self.directory!r}"
+        )
+
+
+def _weight_shapes(path):
+    """A `Counter` of the shapes of the model's arrays in a Keras `.weights.h5` file (read
+    without reading the arrays); an optimizer's state, if any, is not the model's."""
+    import h5py
+
+    shapes = Counter()
+
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset) and name.split("/")[0] in MODEL_GROUPS:
+            shapes[tuple(item.shape)] += 1
+
+    if not os.path.isfile(path):
+        raise ValueError("not a regular file")
+    with h5py.File(path, "r") as file:
+        file.visititems(visit)
+    return shapes
+
+
+def _size(shapes):
+    total = 0
+    for shape, number in shapes.items():
+        size = 1
+        for dimension in shape:
+            size *= dimension
+        total += size * number
+    return total
+
+
+def _architecture(model):
+    names = ("vocabulary_size", "target_vocabulary_size", "num_layers", "d_model", "num_heads", "ff_dim")
+    return ", ".join(f"{name}={getattr(model, name)}" for name in names)

@@ -1,0 +1,127 @@
+"""The records of a training run: its files (`RunPaths`), the state its phases hand on
+(`Run`, `FitOutcome`) and what `train` returns (`TrainingResult`)."""
+
+import dataclasses
+import os
+
+from keras_transformer.training.backup import ResumableBackupAndRestore
+from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.stages import RunStages
+from keras_transformer.training.state import copy_weights
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What `train` did.
+
+    Attributes:
+        model: the trained `Transformer` (final, averaged weights).
+        translator: `keras_transformer.Translator` around a copy of the model that decodes
+            outside any distribution strategy (`None` on processes other than 0).
+        tokenizer: the `keras_transformer.text.Tokenizer`.
+        history: dict of lists, the merged `History.history` of the `fit` calls of this run.
+        metrics: dict. `steps`, `stopped_by_time_limit`, `train_seconds`, and on process 0
+            `test_bleu`, `test_exact_match`, `samples` (as also written to `metrics.json`).
+        output_dir: str.
+        config: the `TrainingConfig` used.
+    """
+
+    model: object
+    translator: object
+    tokenizer: object
+    history: dict
+    metrics: dict
+    output_dir: str
+    config: TrainingConfig
+
+
+@dataclasses.dataclass
+class RunPaths:
+    """The files of a run under `output_dir` (see the module docstring)."""
+
+    output_dir: str
+
+    def __post_init__(self):
+        join = os.path.join
+        self.config = join(self.output_dir, "train_config.json")
+        # The name until 0.2.0, keras-hub's name for a preset's model configuration.
+        self.legacy_config = join(self.output_dir, "config.json")
+        self.tokenizer = join(self.output_dir, "tokenizer.json")
+        self.backup = join(self.output_dir, "backup")
+        self.checkpoints = join(self.output_dir, "checkpoints")
+        self.logs = join(self.output_dir, "logs")
+        self.weights = join(self.output_dir, "model.weights.h5")
+        self.translator = join(self.output_dir, "translator.keras")
+        self.preset = join(self.output_dir, "preset")
+        self.saved_model = join(self.output_dir, "saved_model")
+        self.metrics = join(self.output_dir, "metrics.json")
+        self.stages = join(self.output_dir, "stages.json")
+        self.best = join(self.output_dir, "best")
+        self.best_record = join(self.output_dir, "best.json")
+
+
+@dataclasses.dataclass
+class Run:
+    """A run of `train` once `prepare_run` has set it up: what `fit_run` and `finalize_run` use.
+
+    Attributes:
+        config: the validated `TrainingConfig`.
+        start_time: float. `time.monotonic()` when `train` started (the time budget counts
+            from it).
+        context: the `DistributionContext`.
+        report: callable, str -> None. Prints a report line (process 0, unless silenced).
+        paths: the run's `RunPaths`.
+        splits: the dataset's `Splits(train, validation, test)`.
+        tokenizer: the `keras_transformer.text.Tokenizer`.
+        train_data: the training pipeline of `make_dataset` (a repeated, seeded stream).
+        validation_data: the validation `tf.data.Dataset` prepared for the strategy, or `None`.
+        steps_per_epoch: int.
+        model: the compiled `Transformer`, created in the strategy's scope.
+        eval_model: the model that decodes: `model` itself, or a copy outside the strategy.
+        translator: the `Translator` around `eval_model`.
+        initial: the `Translator` of `training.init_from`, or `None`.
+    """
+
+    config: TrainingConfig
+    start_time: float
+    context: object
+    report: object
+    paths: RunPaths
+    splits: object
+    tokenizer: object
+    train_data: object
+    validation_data: object
+    steps_per_epoch: int
+    model: object
+    eval_model: object
+    translator: object
+    initial: object = None
+
+    def translate(self, sources):
+        """Translates `sources` with the current weights of `model`."""
+        if self.eval_model is not self.model:
+            copy_weights(self.model, self.eval_model)
+        return self.translator(list(sources))
+
+
+@dataclasses.dataclass
+class FitOutcome:
+    """What `fit_run` leaves to `finalize_run`.
+
+    Attributes:
+        stages: the run's `RunStages` (`trained` recorded, unless the time budget stopped it).
+        backup: the `ResumableBackupAndRestore`, deleted once the last stage is recorded.
+        steps_done: int. Steps trained before this run.
+        steps: int. Steps trained in all.
+        trained: dict. What the `trained` stage recorded.
+        stopped_by_time: bool. The time budget stopped training before `train_steps`.
+        best: dict. The `KeepBest.summary()` with `keep_best`, else `None`.
+    """
+
+    stages: RunStages
+    backup: ResumableBackupAndRestore
+    steps_done: int
+    steps: int
+    trained: dict
+    stopped_by_time: bool
+    best: dict = None

@@ -1,0 +1,3 @@
+"""The package version (one place: `keras_transformer.__version__`, the wheel, presets)."""
+
+__version__ = "0.3.0"
