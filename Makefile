@@ -35,8 +35,11 @@ test-fast: $(VENV)/.installed
 	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS) tests; \
 	done
 
+# ruff, and the package's layering (.ci/check_imports.py: no cycle, no upward or private
+# import, no import inside a function that loads no framework).
 lint: $(VENV)/.installed
 	$(BIN)/ruff check keras_transformer tests
+	$(BIN)/python .ci/check_imports.py
 
 # The tiny Transformer learns Spanish -> English number names (configs/demo.toml): under 10
 # minutes on 2 CPU cores; prints exact match and BLEU, exports runs/demo/saved_model.

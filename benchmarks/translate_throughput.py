@@ -97,7 +97,8 @@ def _saved_model_engine(run_dir, sources):
 
 
 def _ct2_engine(quantization, run_dir, sources, beam_size, threads, workdir):
-    from keras_transformer.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from keras_transformer.engines import CTranslate2Translator
+    from keras_transformer.export import export_ctranslate2
 
     directory = os.path.join(workdir, f"ct2_{quantization}")
     export_ctranslate2(os.path.join(run_dir, "translator.keras"), directory, quantization=quantization)

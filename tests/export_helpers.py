@@ -1,5 +1,5 @@
-"""The number-words Translator that `tests/test_export.py`, `tests/test_cli.py` and
-`tests/test_ctranslate2.py` share.
+"""The number-words Translator that `tests/export/test_export.py`, `tests/cli/` and
+`tests/export/test_ctranslate2.py` share.
 
 A helper module (not a test module): the `number_translator` fixture in `tests/conftest.py`
 trains it once per test run, and `exported` exports it; the tests import the sentences they

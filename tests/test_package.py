@@ -3,6 +3,7 @@ third-party import declared by the extra of its code path."""
 
 import ast
 import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -181,3 +182,42 @@ def test_version_is_read_from_the_package():
         "attr": "keras_transformer.version.__version__"
     }
     assert re.fullmatch(r"\d+\.\d+\.\d+", keras_transformer.__version__)
+
+
+def _check_imports():
+    spec = importlib.util.spec_from_file_location(
+        "check_imports", os.path.join(ROOT, ".ci", "check_imports.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_package_is_layered_without_cycles():
+    problems, counts = _check_imports().check(PACKAGE_DIR)
+    assert problems == [], problems
+    assert counts["cycles"] == counts["upward imports"] == 0
+
+
+def test_the_layering_check_finds_each_kind_of_problem(tmp_path):
+    """A small tree with one problem of each kind: the check must name every one."""
+    package = tmp_path / "keras_transformer"
+    files = {
+        "__init__.py": "",
+        "_checks.py": "import os\n",
+        # upward: a base helper importing the engines; private: a name with an underscore.
+        "files.py": "from keras_transformer.engines import load_translator\n"
+        "from keras_transformer._checks import _hidden\n",
+        # a cycle between two modules of one layer, one of them through a function.
+        "decoding.py": "from keras_transformer import generation\n",
+        "generation.py": "def f():\n    from keras_transformer import decoding\n",
+        "engines.py": "",
+        "unknown_module.py": "",
+    }
+    package.mkdir()
+    for name, text in files.items():
+        (package / name).write_text(text)
+    problems, counts = _check_imports().check(str(package))
+    kinds = sorted(problem.split(":")[0] for problem in problems)
+    assert kinds == ["cycle", "hidden", "private", "unlayered", "upward"], problems
+    assert counts["cycles"] == counts["upward imports"] == counts["private cross-module imports"] == 1

@@ -5,7 +5,7 @@ which runs on JAX and PyTorch (it trains and saves there, and exports in a
 `KERAS_BACKEND=tensorflow` subprocess).
 
 The SavedModel comes from the `exported` fixture of `tests/conftest.py`, built once per test
-run (also for `tests/test_cli.py`): a tiny Transformer trained for a few seconds on
+run (also for `tests/cli/`): a tiny Transformer trained for a few seconds on
 Spanish -> English number words, wrapped in a `Translator` with `max_source_length=32`, saved and exported.
 """
 

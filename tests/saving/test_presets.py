@@ -1,4 +1,4 @@
-"""Preset directories (`keras_transformer.presets`): round trips, one error listing every
+"""Preset directories (`keras_transformer.saving.preset`): round trips, one error listing every
 mismatch, loading under another backend, and the command line reading them.
 
 The source model is the committed compatibility fixture `tests/fixtures/translator_v0_1.keras`
@@ -18,10 +18,10 @@ import pytest
 pytest.importorskip("tensorflow_text")
 
 from keras_transformer import Transformer, Translator  # noqa: E402
-from keras_transformer.presets import FORMAT_VERSION  # noqa: E402
+from keras_transformer.saving.preset import FORMAT_VERSION  # noqa: E402
 
 FIXTURE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "fixtures", "translator_v0_1.keras"
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "translator_v0_1.keras"
 )
 SOURCES = ["dos mil trescientos ochenta y tres", "cuarenta y dos", "tres", "mil " * 40, ""]
 BATCH = {

@@ -1,91 +1,19 @@
-"""Tests for the `keras-transformer` command (`keras_transformer.cli`).
+"""`keras-transformer translate` (`keras_transformer.cli.translate`).
 
-`translate` is tested on the SavedModel of the `exported` fixture (`tests/conftest.py`,
-TensorFlow backend: it is trained and exported once per session) and, on every backend, on a
-small `.keras` Translator.
+Tested on the SavedModel of the `exported` fixture (`tests/conftest.py`, TensorFlow backend: it
+is trained and exported once per session) and, on every backend, on a small `.keras`
+Translator.
 """
 
-import io
 import os
 import re
 import subprocess
-import sys
 
-import keras
 import pytest
 
-from keras_transformer import Transformer, cli, engines
-from keras_transformer.translation import Translation
-from keras_transformer.translator import Translator
+from keras_transformer import engines
+from tests.cli.helpers import SCRIPT, Recorded, parse_n_best, run_main, tensorflow_only
 from tests.export_helpers import BAD_INPUTS, SENTENCES, TRUNCATED
-
-BACKEND = keras.backend.backend()
-tensorflow_only = pytest.mark.skipif(
-    BACKEND != "tensorflow", reason="the SavedModel is exported on the TensorFlow backend"
-)
-SCRIPT = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
-
-
-@pytest.fixture(scope="module")
-def loaded_saved_model(exported):
-    """The SavedModel, loaded once for the in-process tests (each load compiles anew)."""
-    _, _, saved_model_path = exported
-    return engines.SavedModelTranslator(str(saved_model_path))
-
-
-@pytest.fixture(scope="module")
-def small_keras_translator(tmp_path_factory):
-    """`(translator, path)`: an untrained Translator saved to a `.keras` file."""
-    from keras_transformer.text import train_tokenizer
-
-    keras.utils.set_random_seed(0)
-    tokenizer = train_tokenizer(SENTENCES, vocabulary_size=100)
-    model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), num_layers=1)
-    translator = Translator(
-        model, tokenizer, max_source_length=16, extra_length=4, beam_size=2, jit_compile=False
-    )
-    path = tmp_path_factory.mktemp("cli") / "small.keras"
-    translator.save(path)
-    return translator, path
-
-
-def run_main(capsysbinary, argv, stdin=None, monkeypatch=None):
-    """Runs `cli.main(argv)`; returns `(status, stdout lines as str, stderr as str)`."""
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-    status = cli.main(argv)
-    captured = capsysbinary.readouterr()
-    lines = captured.out.decode("utf-8").split("\n")
-    assert lines[-1] == ""
-    return status, lines[:-1], captured.err.decode("utf-8")
-
-
-def test_help_lists_the_subcommands(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["--help"])
-    assert exit_info.value.code == 0
-    output = capsys.readouterr().out
-    assert "translate" in output and "export" in output
-    with pytest.raises(SystemExit):
-        cli.main(["translate", "--help"])
-    assert "--model" in capsys.readouterr().out
-
-
-def test_importing_the_cli_loads_no_tensorflow():
-    code = (
-        "import sys, keras_transformer.cli\n"
-        "heavy = ('tensorflow', 'tensorflow_text', 'keras_transformer.export')\n"
-        "print([name for name in heavy if name in sys.modules])"
-    )
-    # KERAS_BACKEND=jax: Keras then imports no TensorFlow, so nothing else would.
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KERAS_BACKEND": "jax"},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 @tensorflow_only
@@ -177,16 +105,6 @@ def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinar
     assert status == 0 and lines == translator([b"dos \xff\xfe"])
 
 
-def parse_n_best(lines):
-    """`{index: [(text, score)]}` of `INDEX ||| TRANSLATION ||| SCORE` lines."""
-    parsed = {}
-    for line in lines:
-        index, rest = line.split(" ||| ", 1)
-        text, score = rest.rsplit(" ||| ", 1)
-        parsed.setdefault(int(index), []).append((text, float(score)))
-    return parsed
-
-
 def test_translate_n_best_lines_parse_back(small_keras_translator, capsysbinary):
     translator, path = small_keras_translator
     sentences = [SENTENCES[3], "", SENTENCES[0]]
@@ -275,23 +193,6 @@ def test_translate_picks_the_highest_version_of_a_base_path(tmp_path, capsysbina
     assert loaded == [str(tmp_path / "10")] * 3 + [str(tmp_path / "9")]
 
 
-class Recorded:
-    """An engine whose translations are `texts` (or the inputs upper-cased), failing on the
-    call numbered `fail_on` (from 1)."""
-
-    max_source_length = None
-
-    def __init__(self, texts=None, fail_on=None):
-        self.texts, self.fail_on, self.calls = texts, fail_on, 0
-
-    def translate(self, batch, beam_size=None, num_hypotheses=None):
-        self.calls += 1
-        if self.calls == self.fail_on:
-            raise RuntimeError("out of memory")
-        texts = self.texts or [sentence.decode().upper() for sentence in batch]
-        return [[Translation(text, 0.0, None, False, None, None)] for text in texts]
-
-
 def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
     argv = ["translate", "--model", str(tmp_path / "missing"), "hola"]
     status, lines, errors = run_main(capsysbinary, argv)
@@ -309,126 +210,3 @@ def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monke
     assert status == 1
     assert lines == ["A", "B", "", "", "E"]
     assert "error: sentences 3-4 failed: RuntimeError: out of memory" in errors
-
-
-@tensorflow_only  # Other backends: tests/test_export.py::test_export_from_another_backend.
-def test_export_subcommand(small_keras_translator, tmp_path, capsysbinary):
-    _, path = small_keras_translator
-    argv = ["export", str(path), str(tmp_path / "out"), "--beam-size", "1"]
-    status, _, errors = run_main(capsysbinary, argv)
-    assert status == 0 and f"wrote {tmp_path / 'out'}" in errors
-    assert (tmp_path / "out" / "saved_model.pb").exists()
-
-
-def test_bad_arguments_exit_with_usage(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["translate", "--model", "m", "--batch-size", "0", "x"])
-    assert exit_info.value.code == 2
-    assert "must be a positive int" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli.main([])
-
-
-# --------------------------------------------------------------------------- user errors
-
-
-def test_help_and_config_checks_load_no_framework():
-    code = (
-        "import sys, time\n"
-        "start = time.perf_counter()\n"
-        "from keras_transformer import cli\n"
-        "for argv in (['--help'], ['train', '--help'], ['translate', '--help']):\n"
-        "    try:\n"
-        "        cli.main(argv)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
-        "from keras_transformer.training.config import TrainingConfig\n"
-        "TrainingConfig.from_dict({'model': {'preset': 'tiny', 'd_model': 32},\n"
-        "                          'data': {'options': {'num_train': 500}}})\n"
-        "elapsed = time.perf_counter() - start\n"
-        "frameworks = {'keras', 'tensorflow', 'tensorflow_text', 'jax', 'torch'}\n"
-        "print(sorted(frameworks & {name.split('.')[0] for name in sys.modules}), elapsed)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
-    loaded, elapsed = result.stdout.strip().splitlines()[-1].rsplit(" ", 1)
-    assert loaded == "[]"
-    assert float(elapsed) < 3.0  # Keras and TensorFlow alone take 5-20 s to import.
-    assert result.stderr == ""
-
-
-def _train_config(tmp_path, text):
-    path = tmp_path / "run.toml"
-    path.write_text(f'output_dir = "{tmp_path / "run"}"\n{text}')
-    return str(path)
-
-
-def _tsv(tmp_path, content):
-    path = tmp_path / "corpus.tsv"
-    path.write_bytes(content)
-    return f'[data]\ndataset = "tsv"\npath = "{path}"\n'
-
-
-@pytest.mark.parametrize(
-    "config, names_the_file, message",
-    [
-        ('[model]\npreset = "tiny"\ndropout = "high"\n', True, "model.dropout='high'"),
-        ("[model]\ndropout = -0.5\n", True, "model.dropout=-0.5"),
-        ('[model]\npreset = "tiny"\nd_model = 30\n', True, "model.d_model=30, model.num_heads=4"),
-        ('[model]\nactivation = "relux"\n', True, "model.activation='relux'"),
-        ('[optimizer]\nbeta_1 = "x"\n', True, "optimizer.beta_1='x'"),
-        ('[distribution]\ndevices = "gpu"\n', True, "distribution.devices='gpu'"),
-        ("[data]\noptions = {num_trains = 5}\n", True, "Unknown `data.options` ['num_trains']"),
-        ("[data]\nbucket_boundaries = [16, 8]\n", True, "data.bucket_boundaries=[16, 8]"),
-        ('[model\npreset = "tiny"\n', True, "invalid TOML: Expected ']'"),
-        ('[data]\ndataset = "tsv"\npath = "missing.tsv"\n', True, "data.path='missing.tsv'"),
-        (lambda tmp_path: _tsv(tmp_path, b"a\tb\nc\n"), False, "corpus.tsv, line 2: expected 2"),
-        (lambda tmp_path: _tsv(tmp_path, b"a\tb\n\xff\tc\n"), False, "corpus.tsv, line 2: invalid"),
-    ],
-)
-def test_user_errors_are_one_line_and_exit_with_2(
-    tmp_path, capsys, config, names_the_file, message
-):
-    if callable(config):
-        config = config(tmp_path)
-    path = _train_config(tmp_path, config)
-    status = cli.main(["train", "--config", path])
-    errors = capsys.readouterr().err
-    assert status == 2
-    assert errors.startswith("keras-transformer: error: ") and errors.count("\n") == 1, errors
-    assert message in errors
-    if names_the_file:
-        assert f"error: {path}: " in errors
-    with pytest.raises(ValueError, match=re.escape(message)):  # --debug: the traceback.
-        cli.main(["train", "--debug", "--config", path])
-
-
-@pytest.mark.slow
-def test_framework_logs_are_quiet_and_a_truncated_keras_file_is_named(
-    small_keras_translator, tmp_path
-):
-    _, path = small_keras_translator
-    truncated = tmp_path / "truncated.keras"
-    truncated.write_bytes(path.read_bytes()[:4096])
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "keras_transformer.cli",
-            "translate",
-            "--model",
-            str(truncated),
-            "hola",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    # No TensorFlow start-up banner (cudart stub, cuInit, CPU features): just the error.
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.splitlines() == [
-        f"keras-transformer: error: cannot load the model {str(truncated)!r}: ValueError: "
-        "`path` is not a valid .keras archive (a zip file); it may be truncated or still "
-        f"being written. Received: path={str(truncated)!r}"
-    ]

@@ -1,4 +1,5 @@
-"""Tests for `keras_transformer.ctranslate2`: CTranslate2 export and `CTranslate2Translator`.
+"""CTranslate2 export (`keras_transformer.export.ctranslate2`) and its engine
+(`keras_transformer.engines.CTranslate2Translator`).
 
 The tiny Translator trained on Spanish -> English number words by the `number_translator`
 fixture (`tests/conftest.py`, shared with the export and CLI tests; on the current backend,
@@ -18,7 +19,7 @@ from keras_transformer.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from keras_transformer.ctranslate2 import CTranslate2Translator  # noqa: E402
+from keras_transformer.engines import CTranslate2Translator  # noqa: E402
 from keras_transformer.export import export_ctranslate2  # noqa: E402
 
 BACKEND = keras.backend.backend()

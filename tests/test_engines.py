@@ -1,0 +1,96 @@
+"""`keras_transformer.engines`: one way from a path to something that translates.
+
+The Keras engine is tested on the committed 0.1.0 fixture (a tiny trained Translator), copied
+into each layout a user has: a `.keras` file, a training run's directory, a preset directory
+and a model server's base path. The SavedModel engine runs on the `exported` fixture
+(TensorFlow); the CTranslate2 engine has its own tests (`tests/export/test_ctranslate2.py`).
+"""
+
+import os
+import shutil
+
+import keras
+import pytest
+
+from keras_transformer import Translator, engines
+from keras_transformer.export import latest_version
+from keras_transformer.translation import Translation
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "translator_v0_1.keras")
+SOURCES = ["dos mil trescientos ochenta y tres", "cuarenta y dos", ""]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    translator = Translator.load(FIXTURE)
+    return translator, translator(SOURCES)
+
+
+def test_every_keras_layout_opens_the_same_translator(reference, tmp_path):
+    translator, expected = reference
+    run = tmp_path / "run"  # A training run's output directory (and its `best/`).
+    run.mkdir()
+    shutil.copy(FIXTURE, run / "translator.keras")
+    preset = translator.save_to_preset(tmp_path / "preset")
+    base = tmp_path / "served"  # A model server's base path: the highest version opens.
+    translator.save_to_preset(base / "2")
+    (base / "10").mkdir()
+    shutil.copy(FIXTURE, base / "10" / "translator.keras")
+    for path in (FIXTURE, run, preset, base):
+        assert engines.detect_engine(latest_version(path)) == "keras"
+        loaded = engines.load_translator(path)
+        assert isinstance(loaded, Translator), path
+        assert loaded(SOURCES) == expected, path
+        assert engines.load_translator(path, engine="keras")(SOURCES) == expected
+
+
+def test_files_name_their_engine(tmp_path):
+    for name, engine in (
+        ("saved_model.pb", "saved_model"),
+        ("keras_transformer.json", "ctranslate2"),
+        ("translator.keras", "keras"),
+        ("metadata.json", "keras"),
+    ):
+        directory = tmp_path / name.replace(".", "_")
+        directory.mkdir()
+        (directory / name).write_text("{}")
+        assert engines.detect_engine(directory) == engine
+
+
+def test_what_holds_no_translator_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing"):
+        engines.load_translator(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"holding no translator.*Received: path=.*empty"):
+        engines.load_translator(tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"`engine` must be.*Received: engine='onnx'"):
+        engines.load_translator(FIXTURE, engine="onnx")
+    # A forced engine reads its own files only.
+    with pytest.raises(ValueError, match="a directory with neither"):
+        engines.load_translator(tmp_path / "empty", engine="keras")
+
+
+def test_search_options_are_checked_against_the_engine(reference):
+    translator, _ = reference  # beam_size=3
+    engines.check_options(translator, None, 3)
+    with pytest.raises(ValueError, match="Received: num_hypotheses=4"):
+        engines.check_options(translator, None, 4)
+    with pytest.raises(ValueError, match="Received: beam_size=0"):
+        engines.check_options(translator, 0, None)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="the SavedModel is exported on TensorFlow"
+)
+def test_a_saved_model_translates_as_its_translator(exported):
+    translator, _, saved_model_path = exported
+    sentences = ["dos mil", "", "cuarenta y dos"]
+    served = engines.load_translator(saved_model_path)
+    assert isinstance(served, engines.SavedModelTranslator)
+    assert served(sentences) == translator(sentences)
+    assert served("dos mil") == translator("dos mil")
+    expected = translator.translate(sentences, num_hypotheses=2)
+    for hypotheses, wanted in zip(served.translate(sentences, num_hypotheses=2), expected, strict=True):
+        assert [h.text for h in hypotheses] == [w.text for w in wanted]
+        assert [h.score for h in hypotheses] == pytest.approx([w.score for w in wanted], abs=1e-4)
+        assert all(isinstance(h, Translation) and h.tokens is None for h in hypotheses)
