@@ -27,7 +27,7 @@ from keras_transformer._checks import check_int, check_number
 from keras_transformer.buckets import padded_batch_size
 from keras_transformer.export.versions import check_translator, version_directory
 from keras_transformer.files import TEMPORARY_PREFIX, atomic_directory
-from keras_transformer.translator import load_keras_translator
+from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
 # TensorFlow Serving replays the PredictionLog records of this file when it loads a version.
@@ -412,7 +412,7 @@ def _export_in_subprocess(translator, path, jit_compile, options):
         if isinstance(translator, (str, os.PathLike)):
             keras_path = os.fspath(translator)
         else:
-            keras_path = os.path.join(directory, "translator.keras")
+            keras_path = os.path.join(directory, KERAS_FILE)
             translator.save(keras_path)
         # `path` is already the version directory: the child writes it without `version`
         # (and may replace it: the parent checked `overwrite`).

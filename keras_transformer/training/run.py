@@ -8,6 +8,7 @@ from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights
+from keras_transformer.translator import KERAS_FILE
 
 
 @dataclasses.dataclass
@@ -51,7 +52,7 @@ class RunPaths:
         self.checkpoints = join(self.output_dir, "checkpoints")
         self.logs = join(self.output_dir, "logs")
         self.weights = join(self.output_dir, "model.weights.h5")
-        self.translator = join(self.output_dir, "translator.keras")
+        self.translator = join(self.output_dir, KERAS_FILE)
         self.preset = join(self.output_dir, "preset")
         self.saved_model = join(self.output_dir, "saved_model")
         self.metrics = join(self.output_dir, "metrics.json")
