@@ -4,7 +4,8 @@ Layers, losses and decoding are written with `keras.ops`. Where one backend has 
 kernel, or a check only one backend needs, they call one function of this module; the
 kernels return `None` where they do not apply, and the caller then runs its portable
 `keras.ops` code. Each function imports only the active backend's module, which Keras has
-already loaded. What the kernels buy is measured in `docs/benchmarks.md`.
+already loaded. What the kernels buy is measured in
+`benchmarks/results/train_throughput_history.md`.
 """
 
 import contextlib

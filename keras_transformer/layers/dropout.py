@@ -23,7 +23,8 @@ class Dropout(keras.layers.Dropout):
     seeded in-place Bernoulli draw instead of Keras' seeded path (a filled probability
     tensor, a draw from it and a select); unseeded layers keep Keras'
     `torch.nn.functional.dropout`. Eager and graph TensorFlow (whose CPU kernels lack
-    ThreeFry) use Keras' implementation. `docs/benchmarks.md` has the timings.
+    ThreeFry) use Keras' implementation. `benchmarks/results/train_throughput_history.md` has the
+    timings.
 
     Args:
         rate: float in [0, 1). Fraction of the inputs to drop.

@@ -210,3 +210,10 @@ def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monke
     assert status == 1
     assert lines == ["A", "B", "", "", "E"]
     assert "error: sentences 3-4 failed: RuntimeError: out of memory" in errors
+
+
+def test_the_engine_choices_are_the_engines():
+    # `cli.translate` spells them out to stay free of frameworks at import.
+    from keras_transformer.cli.translate import ENGINES
+
+    assert ENGINES == engines.ENGINES
