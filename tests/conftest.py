@@ -20,12 +20,13 @@ if keras.backend.backend() == "torch":
 def pytest_collection_modifyitems(config, items):
     """`one_backend` tests run once, under TensorFlow: what they test does not depend on the
     Keras backend (or they start the other backends themselves), and every backend-specific
-    part they touch has its own test on all three backends. CI time stays bounded."""
+    part they touch has its own test on all three backends. CI time stays bounded. In a
+    module marked `one_backend`, a test marked `all_backends` still runs on every backend."""
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason="one_backend: runs on KERAS_BACKEND=tensorflow only")
     for item in items:
-        if "one_backend" in item.keywords:
+        if "one_backend" in item.keywords and "all_backends" not in item.keywords:
             item.add_marker(skip)
 
 

@@ -8,6 +8,9 @@ from keras_transformer.buckets import (
     padded_batch_size,
 )
 
+# Pure-Python shape rules: one_backend.
+pytestmark = pytest.mark.one_backend
+
 
 def test_check_bucket_boundaries_has_one_minimum():
     # 2 is `[START] [END]`, the shortest sequence: accepted; anything shorter is not.

@@ -3,6 +3,9 @@ import pytest
 
 from keras_transformer._checks import check_int, check_number
 
+# Pure-Python argument checks: one_backend.
+pytestmark = pytest.mark.one_backend
+
 
 @pytest.mark.parametrize("value", [True, 1.0, "3", None, 0, -2])
 def test_check_int_refuses_and_names_the_argument(value):

@@ -24,6 +24,7 @@ def api_reference():
     return "\n".join(p.read_text() for p in (ROOT / "docs" / "api").glob("*.md"))
 
 
+@pytest.mark.one_backend  # The docs, not the backend.
 @pytest.mark.parametrize("name", PUBLIC)
 def test_public_name_is_in_api_reference_with_example(name):
     obj = getattr(keras_transformer, name)
@@ -50,6 +51,7 @@ def test_docstring_examples_run(name):
     assert result.failed == 0, f"{name}: {result.failed} failing example(s)"
 
 
+@pytest.mark.one_backend  # The docs, not the backend.
 def test_make_docs_counts_every_warning():
     # `-q` drops warnings before `--strict` counts them: a quiet strict build always passes.
     lines = (ROOT / "Makefile").read_text().splitlines()
@@ -67,6 +69,7 @@ def _keras_docstrings():
     return module
 
 
+@pytest.mark.one_backend  # The docs, not the backend.
 @pytest.mark.parametrize("name", PUBLIC)
 def test_api_reference_reads_keras_sections(name):
     griffe = pytest.importorskip("griffe")

@@ -16,6 +16,10 @@ from keras_transformer import Translator, engines
 from keras_transformer.export import latest_version
 from keras_transformer.translation import Translation
 
+# Choosing and opening an engine is backend-independent: one_backend. A Translator loaded
+# under each backend is tested in tests/test_translator.py and tests/saving/.
+pytestmark = pytest.mark.one_backend
+
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "translator_v0_1.keras")
 SOURCES = ["dos mil trescientos ochenta y tres", "cuarenta y dos", ""]
 

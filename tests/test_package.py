@@ -15,6 +15,10 @@ import pytest
 
 import keras_transformer
 
+# Packaging, imports and layering: one_backend (the backend-specific import checks start
+# their own KERAS_BACKEND=jax / torch processes).
+pytestmark = pytest.mark.one_backend
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE_DIR = os.path.join(ROOT, "keras_transformer")
 

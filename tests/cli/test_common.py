@@ -11,6 +11,10 @@ import pytest
 
 from keras_transformer import cli
 
+# The command's own logic does not depend on the Keras backend: it runs once (one_backend);
+# the engines it calls are tested on every backend (tests/test_translator.py, tests/saving/).
+pytestmark = pytest.mark.one_backend
+
 
 def test_help_lists_the_subcommands(capsys):
     with pytest.raises(SystemExit) as exit_info:

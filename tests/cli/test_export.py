@@ -1,5 +1,6 @@
 """`keras-transformer export` (`keras_transformer.cli.export`)."""
 
+
 from tests.cli.helpers import run_main, tensorflow_only
 
 

@@ -15,6 +15,10 @@ from keras_transformer import engines
 from tests.cli.helpers import SCRIPT, Recorded, parse_n_best, run_main, tensorflow_only
 from tests.export_helpers import BAD_INPUTS, SENTENCES, TRUNCATED
 
+# The command's own logic does not depend on the Keras backend: it runs once (one_backend);
+# the engines it calls are tested on every backend (tests/test_translator.py, tests/saving/).
+pytestmark = pytest.mark.one_backend
+
 
 @tensorflow_only
 def test_translate_sentences_from_arguments(

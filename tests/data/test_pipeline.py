@@ -10,6 +10,10 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text")
 
+# tf.data pipelines run TensorFlow whatever the Keras backend: one_backend, but for the model
+# each backend fits on them (`all_backends`).
+pytestmark = pytest.mark.one_backend
+
 from keras_transformer.data import (  # noqa: E402
     default_bucket_boundaries,
     encode_source,
@@ -305,6 +309,7 @@ def test_tokenized_ids_are_checked_against_the_model_vocabulary(pairs, tokenizer
     assert fits.num_examples == 20
 
 
+@pytest.mark.all_backends
 def test_model_fit_on_the_dataset_under_the_current_backend(result, tokenizer):
     vocabulary_size = tokenizer.vocabulary_size()
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")

@@ -9,6 +9,9 @@ from num2words import num2words  # noqa: E402
 from keras_transformer.datasets import Splits, number_words  # noqa: E402
 from keras_transformer.datasets.splits import normalized_source  # noqa: E402
 
+# (source, target) string pairs, made without Keras: one_backend.
+pytestmark = pytest.mark.one_backend
+
 KWARGS = {"num_train": 2000, "num_validation": 200, "num_test": 200, "max_number": 20000}
 
 

@@ -11,6 +11,9 @@ from keras_transformer.datasets import SwordModuleNotFoundError, sword_bible  # 
 from keras_transformer.datasets.splits import normalized_source  # noqa: E402
 from keras_transformer.datasets.sword_bible import DEFAULT_SWORD_PATH, clean_osis  # noqa: E402
 
+# (source, target) string pairs, made without Keras: one_backend.
+pytestmark = pytest.mark.one_backend
+
 MODULES = ("spaRV1909eb", "engWEB2015eb")
 INSTALLED = all(
     os.path.exists(os.path.join(DEFAULT_SWORD_PATH, "mods.d", f"{name.lower()}.conf"))

@@ -13,6 +13,9 @@ from keras_transformer.datasets import (
 )
 from keras_transformer.datasets.splits import normalized_source
 
+# (source, target) string pairs, made without Keras: one_backend.
+pytestmark = pytest.mark.one_backend
+
 
 def _write(path, data):
     path.write_bytes(data)

@@ -22,6 +22,11 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 from keras_transformer.engines import CTranslate2Translator  # noqa: E402
 from keras_transformer.export import export_ctranslate2  # noqa: E402
 
+# The converter reads the weights as NumPy and CTranslate2 runs them: nothing depends on
+# the Keras backend, whose Translator each output is compared with is tested per backend in
+# tests/test_translator.py. one_backend.
+pytestmark = pytest.mark.one_backend
+
 BACKEND = keras.backend.backend()
 BAD_INPUTS = [
     "",

@@ -83,6 +83,7 @@ def saved_models(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend  # The registration hook (`_lazy`) is pure Python.
 @pytest.mark.parametrize(
     "imports",
     [

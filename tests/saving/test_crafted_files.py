@@ -17,10 +17,11 @@ import pytest
 
 pytest.importorskip("tensorflow_text")
 
-from keras_transformer import (
-    Transformer,  # noqa: E402
-    _checks,  # noqa: E402
-)
+# The checks a crafted file meets run before any weight is made, in pure Python: one_backend
+# (a Translator saved and loaded under each backend: tests/test_translator.py, tests/saving/).
+pytestmark = pytest.mark.one_backend
+
+from keras_transformer import Transformer, _checks  # noqa: E402
 from keras_transformer.text import END_TOKEN, Tokenizer, train_tokenizer  # noqa: E402
 from keras_transformer.translator import Translator  # noqa: E402
 

@@ -337,6 +337,7 @@ def test_a_preset_saved_under_one_backend_loads_under_the_other_two(translator, 
         np.testing.assert_allclose(found["logits"], logits, atol=1e-4)
 
 
+@pytest.mark.one_backend  # The command's part; presets load under every backend above.
 def test_cli_translates_with_a_preset_directory(translator, preset, capsysbinary):
     from keras_transformer.cli import main
 
@@ -347,6 +348,7 @@ def test_cli_translates_with_a_preset_directory(translator, preset, capsysbinary
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend  # Off TensorFlow it is the export of tests/export/test_export.py.
 def test_cli_exports_a_preset_directory(translator, preset, tmp_path, capsysbinary):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("the SavedModel is checked where TensorFlow is the backend")

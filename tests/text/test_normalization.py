@@ -7,6 +7,9 @@ pytest.importorskip("tensorflow_text")
 
 from keras_transformer.text import normalize, normalize_text  # noqa: E402
 
+# Text normalization (TensorFlow Text ops whatever the Keras backend): one_backend.
+pytestmark = pytest.mark.one_backend
+
 TRICKY = [
     "  ¿Dónde\u00a0está?  ",
     "e\u0301 É ÅNGSTRÖM Straße İstanbul ΟΔΟΣ Ǆ ﬁ ½",

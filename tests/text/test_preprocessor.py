@@ -7,6 +7,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text")
 
+# The translation contract in TensorFlow ops whatever the Keras backend: one_backend.
+pytestmark = pytest.mark.one_backend
+
 from keras_transformer.text import TranslationPreprocessor, train_tokenizer  # noqa: E402
 
 SOURCES = ["uno dos tres cuatro cinco seis siete", "", "   \t ", "dos", "你好 mil"]

@@ -12,6 +12,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text")
+
+# SentencePiece runs TensorFlow Text ops whatever the Keras backend: one_backend, but for the
+# Translators built on it (`all_backends`).
+pytestmark = pytest.mark.one_backend
 sentencepiece = pytest.importorskip("sentencepiece")
 
 from keras_transformer import Transformer  # noqa: E402
@@ -216,6 +220,7 @@ def saved(tmp_path_factory):
     return path, translator
 
 
+@pytest.mark.all_backends
 def test_translator_reloads_with_its_sentencepiece_model(saved):
     path, translator = saved
     with zipfile.ZipFile(path) as archive:
@@ -234,6 +239,7 @@ def test_translator_reloads_with_its_sentencepiece_model(saved):
 
 
 
+@pytest.mark.all_backends
 def test_preset_directory_carries_the_sentencepiece_model(saved, tmp_path):
     _, translator = saved
     translator.save_to_preset(tmp_path / "preset")

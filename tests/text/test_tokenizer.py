@@ -15,6 +15,10 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text")
 
+# Tokenizers run TensorFlow Text ops whatever the Keras backend: one_backend, but for what
+# they take from the backend (`all_backends`).
+pytestmark = pytest.mark.one_backend
+
 from keras_transformer.text import (  # noqa: E402
     END_TOKEN,
     PAD_TOKEN,
@@ -150,6 +154,7 @@ def test_unseen_characters_and_invalid_utf8_never_crash(tokenizer):
     assert texts(tokenizer.detokenize(ids))[2:] == ["", ""]
 
 
+@pytest.mark.all_backends  # Detokenizes a tensor of the backend too.
 def test_detokenize_drops_padding_start_and_everything_after_end(tokenizer):
     ids = tokenizer.tokenize("¿Dónde está?").numpy().tolist()
     start, end = tokenizer.start_id, tokenizer.end_id

@@ -18,6 +18,9 @@ from keras_transformer.training.config import (
 )
 from tests.training.training_helpers import REPO
 
+# Pure-Python configuration: one_backend.
+pytestmark = pytest.mark.one_backend
+
 
 def test_defaults_are_the_paper_recipe():
     config = TrainingConfig()

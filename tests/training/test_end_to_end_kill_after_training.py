@@ -121,6 +121,7 @@ def test_stages_record_reloads_and_belongs_to_one_configuration(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_backend  # The stage records (`training.stages`) are pure Python.
 def test_kill_at_every_stage_after_training_redoes_no_step(tmp_path, tiny_run, reference):
     output_dir = tmp_path / "run"
     config = chain_config(tiny_run, output_dir)
