@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import Transformer
-from keras_transformer.translator import Translation, Translator
+from keras_transformer.translation import Translation
+from keras_transformer.translator import Translator
 
 BACKEND = keras.backend.backend()
 
@@ -198,7 +199,7 @@ def test_run_translation_searches_batches_in_threads_and_keeps_the_order(transla
     import threading
 
     from keras_transformer.buckets import bucket_length
-    from keras_transformer.translator import run_translation
+    from keras_transformer.translation import run_translation
 
     boundaries = translator.preprocessor.bucket_boundaries
     threads, calls, lock = set(), [], threading.Lock()

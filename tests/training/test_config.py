@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from keras_transformer.training.cli import add_train_arguments, config_from_args
+from keras_transformer.cli.train import add_train_arguments, config_from_args
 from keras_transformer.training.config import (
     ConfigError,
     TrainingConfig,
