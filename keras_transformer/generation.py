@@ -32,6 +32,9 @@ from keras import ops
 
 from keras_transformer import _backend
 from keras_transformer._checks import check_alpha, check_positive_int
+
+# The 0.2.0 path of the bucketing rules, kept for one release: `keras_transformer.buckets`.
+from keras_transformer.buckets import bucket_length, padded_batch_size  # noqa: F401
 from keras_transformer.decoding import BeamCache, beam_search, greedy_search
 from keras_transformer.layers.token_ids import check_token_ids
 

@@ -15,16 +15,11 @@ import numpy as np
 import pytest
 
 from keras_transformer import LabelSmoothedCrossentropy, Transformer, transformer_adam
+from keras_transformer.buckets import bucket_length, padded_batch_size
 from keras_transformer.datasets import copy_task, to_model_inputs
 from keras_transformer.datasets.copy_task import END_ID, START_ID
 from keras_transformer.decoding import beam_search, length_penalty
-from keras_transformer.generation import (
-    Generator,
-    bucket_length,
-    cached_next_logits,
-    generate,
-    padded_batch_size,
-)
+from keras_transformer.generation import Generator, cached_next_logits, generate
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

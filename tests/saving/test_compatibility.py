@@ -69,7 +69,7 @@ def test_saved_model_exported_from_old_file_serves_the_same(record, tmp_path):
 def test_the_0_2_import_paths_still_work(tmp_path):
     """The modules that moved in 0.3.0 keep their 0.2.0 paths for one release (the same
     objects, not copies)."""
-    from keras_transformer import buckets, cli, engines, losses, translation
+    from keras_transformer import buckets, cli, engines, generation, losses, translation
     from keras_transformer import ctranslate2 as old_ctranslate2
     from keras_transformer import presets as old_presets
     from keras_transformer.cli import train as cli_train
@@ -82,6 +82,8 @@ def test_the_0_2_import_paths_still_work(tmp_path):
 
     assert old_buckets.bucket_length is buckets.bucket_length
     assert old_buckets.padded_batch_size is buckets.padded_batch_size
+    assert generation.bucket_length is buckets.bucket_length
+    assert generation.padded_batch_size is buckets.padded_batch_size
     assert old_ctranslate2.CTranslate2Translator is engines.CTranslate2Translator
     assert old_ctranslate2.export_ctranslate2 is converter.export_ctranslate2
     assert old_presets.is_preset is preset.is_preset
