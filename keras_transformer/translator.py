@@ -206,7 +206,7 @@ class Translator(keras.Model):
     def from_preset(cls, directory):
         """Loads a `Translator` from a preset directory (`save_to_preset`), under any backend;
         a directory that does not fit together raises one `ValueError` listing why."""
-        return preset_files.load_translator(directory, cls)
+        return preset_files.load_translator(directory, Translator)
 
     @classmethod
     def load(cls, path):

@@ -222,7 +222,7 @@ class Transformer(keras.Model):
         if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
             if vocabulary_size is not None:
                 kwargs["vocabulary_size"] = vocabulary_size
-            return preset_files.load_transformer(preset, cls, **kwargs)
+            return preset_files.load_transformer(preset, Transformer, **kwargs)
         raise ValueError(
             f"`preset` must be one of {sorted(PRESETS)} or a preset directory. "
             f"Received: preset={preset!r}"
