@@ -75,8 +75,11 @@ def load_translator(path, engine=None):
         raise ValueError(
             f"`engine` must be None or one of {', '.join(ENGINES)}. Received: engine={engine!r}"
         )
-    path = latest_version(path)
-    engine = engine or detect_engine(path)
+    path = os.fspath(path)
+    if engine is None:
+        engine = detect_engine(path)
+    if not _holds_model(path):
+        path = latest_version(path)
     if engine == "keras":
         return load_keras_translator(path)
     if engine == "saved_model":
@@ -87,13 +90,21 @@ def load_translator(path, engine=None):
 def detect_engine(path):
     """The engine whose files `path` holds: `"keras"`, `"saved_model"` or `"ctranslate2"`.
 
-    A file is taken for a `.keras` file; a directory by the files it holds, in this order:
-    `translator.keras`, `saved_model.pb`, CTranslate2's `keras_transformer.json`, a preset's
-    `metadata.json` or `model.weights.h5`.
+    The files of `path` itself decide, and only a directory holding no model files of its own
+    is taken for a model server's base path (its highest numbered version decides). A file is
+    taken for a `.keras` file; a directory holding `translator.keras` or a preset's files is
+    `"keras"`, then `saved_model.pb` is `"saved_model"`, then CTranslate2's
+    `keras_transformer.json` is `"ctranslate2"`.
+
+    A SavedModel is a program: loading one runs its graph. So a directory holding a preset
+    (or `translator.keras`) and a SavedModel too (`saved_model.pb` beside them, or in a
+    numbered version directory) is refused: a preset downloaded from a hub never runs a graph
+    it carries. Name the engine (`load_translator(path, engine=...)`, `--engine`) to open such
+    a directory anyway.
 
     Raises:
         FileNotFoundError: nothing at `path`.
-        ValueError: a directory holding none of these files.
+        ValueError: a directory holding none of these files, or a preset and a SavedModel.
     """
     path = os.fspath(path)
     if os.path.isfile(path):
@@ -102,20 +113,45 @@ def detect_engine(path):
         raise FileNotFoundError(
             f"no SavedModel directory, preset directory or .keras file at {path!r}"
         )
-    for name, engine in (
-        (KERAS_FILE, "keras"),
-        (SAVED_MODEL_FILE, "saved_model"),
-        (METADATA_FILENAME, "ctranslate2"),
-    ):
-        if os.path.isfile(os.path.join(path, name)):
-            return engine
-    if is_preset(path):
+    if not _holds_model(path):
+        version = latest_version(path)
+        if version != path:
+            return detect_engine(version)
+    if os.path.isfile(os.path.join(path, KERAS_FILE)) or is_preset(path):
+        graphs = _saved_models(path)
+        if graphs:
+            raise ValueError(
+                "`path` holds a Keras translator or preset and a SavedModel "
+                f"({', '.join(graphs)}); a SavedModel is a program, never run from a preset "
+                "directory: remove it, or name the engine (--engine keras or --engine "
+                f"saved_model) if both are yours. Received: path={path!r}"
+            )
         return "keras"
+    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
+        return "saved_model"
+    if os.path.isfile(os.path.join(path, METADATA_FILENAME)):
+        return "ctranslate2"
     raise ValueError(
         f"`path` is a directory holding no translator: no {KERAS_FILE}, {SAVED_MODEL_FILE} "
         f"(SavedModel), {METADATA_FILENAME} (CTranslate2) or preset files. Received: "
         f"path={path!r}"
     )
+
+
+def _holds_model(path):
+    """Whether the directory `path` holds a model's files of its own (not only versions)."""
+    names = (KERAS_FILE, SAVED_MODEL_FILE, METADATA_FILENAME)
+    return is_preset(path) or any(os.path.lexists(os.path.join(path, name)) for name in names)
+
+
+def _saved_models(path):
+    """The `saved_model.pb` files in `path` and in its numbered version directories."""
+    found = [SAVED_MODEL_FILE] if os.path.lexists(os.path.join(path, SAVED_MODEL_FILE)) else []
+    for entry in sorted(os.listdir(path)):
+        if entry.isascii() and entry.isdigit():
+            if os.path.lexists(os.path.join(path, entry, SAVED_MODEL_FILE)):
+                found.append(f"{entry}/{SAVED_MODEL_FILE}")
+    return found
 
 
 def check_options(translator, beam_size=None, num_hypotheses=None):

@@ -267,17 +267,19 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
 
 
 def is_preset(path):
-    """Whether `path` is a directory with a preset's `metadata.json` or `model.weights.h5`
-    (and no `saved_model.pb`, which makes it a SavedModel).
+    """Whether `path` is a directory with a preset's `metadata.json` or `model.weights.h5`.
+
+    Whatever else the directory holds: a `saved_model.pb` beside them does not make it a
+    SavedModel (`keras_transformer.engines.detect_engine` refuses such a mix).
 
     Args:
         path: str or `os.PathLike`.
     """
     path = os.fspath(path)
-    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "saved_model.pb")):
+    if not os.path.isdir(path):
         return False
-    exists = [os.path.exists(os.path.join(path, name)) for name in (METADATA_FILE, WEIGHTS_FILE)]
-    return any(exists)
+    # Not `config.json`: a CTranslate2 model directory has one too.
+    return any(os.path.lexists(os.path.join(path, name)) for name in (METADATA_FILE, WEIGHTS_FILE))
 
 
 def _settings(reader, translator_config, cls):

@@ -1,0 +1,91 @@
+"""What a downloaded directory can make the loaders do: never run a graph it carries, never
+follow a link out of the preset, never accept a file the model cannot use.
+
+The presets are copies of the committed 0.2.0 fixture (`tests/fixtures/preset_v0_2`); the
+planted SavedModel is a two-line `tf.Module` whose `serving_default` writes a marker file:
+the marker must never appear.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from keras_transformer import Translator, engines
+from keras_transformer.cli import main
+
+pytest.importorskip("tensorflow_text")
+
+# What is loaded is decided in pure Python before any backend work: one_backend.
+pytestmark = pytest.mark.one_backend
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+PRESET = os.path.join(FIXTURES, "preset_v0_2")
+
+
+@pytest.fixture
+def preset(tmp_path):
+    """A fresh copy of the fixture preset."""
+    return shutil.copytree(PRESET, tmp_path / "preset")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """`(saved_model_dir, marker)`: a SavedModel whose `serving_default` writes `marker`."""
+    import tensorflow as tf
+
+    root = tmp_path_factory.mktemp("planted")
+    marker = str(root / "marker.txt")
+
+    class Planted(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def serve(self, inputs):
+            tf.io.write_file(marker, "the graph ran")
+            return {"translations": inputs, "scores": tf.zeros_like(inputs, tf.float32)}
+
+    module = Planted()
+    directory = str(root / "saved_model")
+    tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
+    return directory, marker
+
+
+def plant(planted, directory):
+    """Copies the planted SavedModel's files into `directory`."""
+    shutil.copytree(planted[0], directory, dirs_exist_ok=True)
+
+
+@pytest.mark.parametrize("where", ["top", "version"])
+def test_a_preset_carrying_a_saved_model_never_runs_it(planted, preset, where, capsys):
+    _, marker = planted
+    plant(planted, preset if where == "top" else preset / "1")
+    for call in (
+        lambda: engines.load_translator(preset)("hola"),
+        lambda: engines.detect_engine(preset),
+    ):
+        with pytest.raises(ValueError, match=r"a SavedModel is a program.*Received: path="):
+            call()
+    assert main(["translate", "--model", str(preset), "hola"]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "saved_model.pb" in error
+    # Named as a preset, it loads as the preset: the graph is never run either.
+    for translator in (
+        engines.load_translator(preset, engine="keras"),
+        Translator.from_preset(preset),
+    ):
+        assert isinstance(translator, Translator)
+        translator("hola")
+    assert main(["translate", "--model", str(preset), "--engine", "keras", "hola"]) == 0
+    assert not os.path.exists(marker)
+
+
+def test_a_saved_model_runs_only_without_preset_files_or_when_named(planted, tmp_path):
+    directory, marker = planted
+    assert engines.detect_engine(directory) == "saved_model"
+    base = tmp_path / "served"  # A model server's base path of the SavedModel only.
+    plant(planted, base / "3")
+    assert engines.detect_engine(base) == "saved_model"
+    # A directory of the preset's metadata only is a preset, never a SavedModel.
+    shutil.copy(os.path.join(PRESET, "metadata.json"), base / "3")
+    with pytest.raises(ValueError, match="a SavedModel is a program"):
+        engines.detect_engine(base)
+    assert not os.path.exists(marker)
