@@ -160,6 +160,9 @@ def check_options(translator, beam_size=None, num_hypotheses=None):
     if isinstance(translator, SavedModelTranslator):
         translator.check_search_options(beam_size, num_hypotheses)
         return
+    if hasattr(translator, "check_search_options"):  # A Translator: the memory bound too.
+        translator.check_search_options(beam_size, None, num_hypotheses)
+        return
     beam_size = translator.beam_size if beam_size is None else beam_size
     check_search_options(beam_size, translator.alpha, num_hypotheses)
 

@@ -162,7 +162,7 @@ class Translator(keras.Model):
         """
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
-        check_search_options(beam_size, alpha, num_hypotheses)
+        self.check_search_options(beam_size, alpha, num_hypotheses)
         search = functools.partial(_search, self, beam_size=beam_size, alpha=alpha)
         attention = functools.partial(cross_attention, self.model, self.preprocessor.targets.start_id)
         workers = self.concurrent_batches or _backend.concurrent_searches(self.jit_compile)
@@ -176,6 +176,28 @@ class Translator(keras.Model):
             attention if return_attention else None,
             workers=workers,
         )
+
+    def check_search_options(self, beam_size=None, alpha=None, num_hypotheses=None):
+        """Raises a `ValueError` naming the option unless this translator can run that search:
+        valid values, and a decoding state (a batch of the longest inputs with `beam_size`
+        rows each) that fits in this machine's memory, the bound a loaded file's settings
+        meet. Every `translate` call checks its options here before the search.
+
+        Args:
+            beam_size: int. Defaults to `None`: `self.beam_size`.
+            alpha: float. Defaults to `None`: `self.alpha`.
+            num_hypotheses: int. Defaults to `None`.
+        """
+        beam_size = self.beam_size if beam_size is None else beam_size
+        alpha = self.alpha if alpha is None else alpha
+        check_search_options(beam_size, alpha, num_hypotheses)
+        sizes = {
+            "beam_size": beam_size,
+            "max_source_length": self.max_source_length,
+            "extra_length": self.extra_length,
+            "batch_size": self.batch_size,
+        }
+        _check_decoding_memory(self.model, sizes)
 
     @property
     def generator(self):
@@ -338,7 +360,11 @@ def _expect_vocabulary_sizes(model, tokenizer, target_tokenizer):
 
 def _check_decoding_memory(model, config):
     """Refuses batch, beam and length settings whose decoding state (a batch of the longest
-    inputs: cached keys and values, sequences and logits) cannot fit in this machine's memory."""
+    inputs: cached keys and values, sequences and logits) cannot fit in this machine's memory.
+
+    `config` holds the settings (the `Translator` defaults fill what it lacks): a loaded
+    file's configuration, or a `translate` call's options (`Translator.check_search_options`).
+    """
     defaults = inspect.signature(Translator).parameters
     sizes = {}
     for name in ("beam_size", "max_source_length", "extra_length", "batch_size"):
