@@ -73,7 +73,9 @@ def run_translate(args):
     try:
         translator = load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.
-        print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
+        # One line: a preset's problems are listed one per line in the message.
+        message = " ".join(str(error).split())
+        print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {message}")
         return 2
     if args.beam_size is not None or args.n_best is not None:
         try:

@@ -207,6 +207,7 @@ def load_translator(directory, cls):
     has_target = reader.exists(TOKENIZER_PARTS["target_tokenizer"])
     attributes = [name for name in TOKENIZER_PARTS if name == "tokenizer" or has_target]
     model_config = _model_config(reader.json(CONFIG_FILE))
+    reader.check_model_keys(model_config)
     translator_config = reader.json(TRANSLATOR_FILE)
     tokenizer_configs = {name: reader.json(TOKENIZER_PARTS[name]) for name in attributes}
     reader.require(WEIGHTS_FILE, *(os.path.join(ASSETS_DIR, name) for name in attributes))
@@ -250,6 +251,7 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
     reader = _Reader(directory, "Transformer")
     metadata = reader.metadata()
     config = _model_config(reader.json(CONFIG_FILE))
+    reader.check_model_keys(config)
     if load_weights:
         reader.require(WEIGHTS_FILE)
     reader.raise_if_problems()
@@ -345,6 +347,23 @@ class _Reader:
         except (OSError, ValueError) as error:  # JSONDecodeError and UnicodeError included
             self.problems.append(f"{name}: not a readable JSON file ({error})")
         return None
+
+    def check_model_keys(self, config):
+        """Notes a problem when `config.json` holds a setting the constructor of the class it
+        names does not take (as `translator.json`'s unknown settings are): a file that says
+        more than the model reads is not what it claims."""
+        if not (isinstance(config, dict) and isinstance(config.get("config"), dict)):
+            return  # Reported by the deserialization checks.
+        name = config.get("registered_name")
+        cls = keras.saving.get_registered_object(name) if isinstance(name, str) else None
+        if not isinstance(cls, type):
+            return
+        known = set(inspect.signature(cls).parameters) - {"kwargs"} | {"name", "trainable", "dtype"}
+        unknown = sorted(set(config["config"]) - known)
+        if unknown:
+            self.problems.append(
+                f"{CONFIG_FILE}: unknown settings {unknown}; expected only {sorted(known)}"
+            )
 
     def metadata(self):
         metadata = self.json(METADATA_FILE)

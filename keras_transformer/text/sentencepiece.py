@@ -24,6 +24,7 @@ from keras_transformer.text.tokenizer import (
     START_TOKEN,
     UNK_TOKEN,
     Tokenizer,
+    first_nul_token,
     read_bounded_file,
 )
 from keras_transformer.text.training import check_training_arguments
@@ -264,6 +265,12 @@ def canonical_proto(data, max_pieces=MAX_VOCABULARY_SIZE):
     names = [piece.piece for piece in pieces]
     if len(set(names)) != len(names) or not all(names):
         raise ValueError("The SentencePiece model's pieces must be non-empty and distinct.")
+    index = first_nul_token(names)
+    if index is not None:
+        raise ValueError(
+            f"The SentencePiece model's pieces must contain no NUL byte. Received: piece {index}"
+            f" = {names[index]!r}"
+        )
     unknown = [index for index, piece in enumerate(pieces) if piece.type == _UNKNOWN]
     if len(unknown) != 1:
         raise ValueError(

@@ -147,6 +147,12 @@ class Tokenizer(keras.layers.Layer):
             )
         if any(not token or "\n" in token for token in vocabulary):
             raise ValueError("`vocabulary` tokens must be non-empty and contain no newline.")
+        index = first_nul_token(vocabulary)
+        if index is not None:
+            raise ValueError(
+                f"`vocabulary` tokens must contain no NUL byte. Received: vocabulary[{index}]="
+                f"{short_repr(vocabulary[index])}"
+            )
         self._vocabulary = vocabulary
         self._token_to_id = {token: index for index, token in enumerate(vocabulary)}
 
@@ -428,7 +434,19 @@ def _read_vocabulary_file(path, follow_symlinks=True, max_tokens=MAX_VOCABULARY_
             f"The vocabulary file has {len(lines)} tokens, more than {max_tokens}. "
             f"Received: path={path!r}"
         )
+    index = first_nul_token(lines)
+    if index is not None:
+        raise ValueError(
+            f"The vocabulary file's token {index} (line {index + 1}) holds a NUL byte, which "
+            f"no text can contain. Received: path={path!r}"
+        )
     return lines
+
+
+def first_nul_token(tokens):
+    """The index of the first token holding a NUL byte (`"\\x00"`), or `None`: such a token
+    matches no text and breaks the tokenizer ops on every batch."""
+    return next((index for index, token in enumerate(tokens) if "\x00" in token), None)
 
 
 def read_bounded_file(path, limit, follow_symlinks, what, reason=""):

@@ -108,3 +108,32 @@ def test_a_huge_beam_is_refused_by_the_memory_bound_before_the_search(
     assert main(["translate", "--model", PRESET, "--beam-size", "1000000000", "hola"]) == 2
     error = capsys.readouterr().err
     assert len(error.strip().splitlines()) == 1 and "beam_size=1000000000" in error
+
+
+def test_a_vocabulary_token_with_a_nul_byte_is_refused_at_load(preset, capsys):
+    from keras_transformer.text import Tokenizer
+
+    path = preset / "assets" / "tokenizer" / "vocabulary.txt"
+    tokens = path.read_text(encoding="utf-8").split("\n")
+    tokens[10] = "ab\x00c"
+    path.write_text("\n".join(tokens), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"token 10 \(line 11\) holds a NUL byte.*vocabulary\.txt"):
+        Translator.from_preset(preset)
+    assert main(["translate", "--model", str(preset), "hola"]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "token 10" in error
+    with pytest.raises(ValueError, match=r"Received: vocabulary\[5\]='x\\x00'"):
+        Tokenizer(vocabulary=[*tokens[:5], "x\x00"])
+
+
+def test_an_unknown_config_json_key_is_refused(preset):
+    import json
+
+    from keras_transformer import Transformer
+
+    config = json.loads((preset / "config.json").read_text(encoding="utf-8"))
+    config["config"]["evil"] = "os.system"
+    (preset / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for load in (Translator.from_preset, Transformer.from_preset):
+        with pytest.raises(ValueError, match=r"config\.json: unknown settings \['evil'\]"):
+            load(preset)
