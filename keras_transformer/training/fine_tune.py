@@ -15,7 +15,11 @@ from keras_transformer.engines import load_translator
 from keras_transformer.files import read_json
 from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
-from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer
+from keras_transformer.training.tokenizers import (
+    load_or_train_tokenizer,
+    load_sentencepiece_model,
+    save_tokenizer,
+)
 
 # The constructor arguments of `Transformer` that shape its weights or their meaning.
 ARCHITECTURE = (
@@ -57,7 +61,24 @@ def load_initial_translator(path):
         raise ConfigError(f"`{name}` cannot be loaded: {error}") from None
 
 
-def load_run_tokenizer(config, paths, pairs, is_chief=True):
+def check_run_inputs(config):
+    """Opens the model and tokenizer files a run's configuration names, before the run writes
+    anything: `training.init_from` (a translator fit to fine-tune) and
+    `data.sentencepiece_model`. A broken file is a `ConfigError` naming the setting.
+
+    Returns:
+        The translator of `training.init_from`, or `None`.
+    """
+    if config.data.sentencepiece_model:
+        load_sentencepiece_model(config.data)
+    if not config.training.init_from:
+        return None
+    translator = load_initial_translator(config.training.init_from)
+    initial_tokenizer(translator)
+    return translator
+
+
+def load_run_tokenizer(config, paths, pairs, is_chief=True, initial=None):
     """The run's tokenizer, and the translator of `training.init_from` (or `None`).
 
     Without `init_from`, `keras_transformer.training.tokenizers.load_or_train_tokenizer`. With
@@ -77,7 +98,7 @@ def load_run_tokenizer(config, paths, pairs, is_chief=True):
     init_from = config.training.init_from
     if not init_from:
         return load_or_train_tokenizer(paths.tokenizer, pairs, config.data, is_chief), None
-    translator = load_initial_translator(init_from)
+    translator = initial if initial is not None else load_initial_translator(init_from)
     tokenizer = initial_tokenizer(translator)
     saved = read_json(paths.tokenizer)
     resuming = read_json(os.path.join(paths.backup, STATE_FILENAME)) is not None

@@ -15,6 +15,7 @@ from keras_transformer.text import (
     train_sentencepiece,
     train_tokenizer,
 )
+from keras_transformer.training.config import ConfigError
 
 
 def load_or_train_tokenizer(path, pairs, data, is_chief=True):
@@ -77,7 +78,7 @@ def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
         config = {key: value for key, value in saved["config"].items() if key != "proto"}
         return SentencePieceTokenizer(base64.b64decode(saved["sentencepiece"]), **config)
     if data.sentencepiece_model:
-        tokenizer = SentencePieceTokenizer(data.sentencepiece_model, lowercase=data.lowercase)
+        tokenizer = load_sentencepiece_model(data)
     else:
         tokenizer = train_sentencepiece(
             [text for pair in pairs for text in pair],
@@ -94,3 +95,19 @@ def load_or_train_sentencepiece(path, saved, pairs, data, is_chief=True):
             },
         )
     return tokenizer
+
+
+def load_sentencepiece_model(data):
+    """The tokenizer of `data.sentencepiece_model` (a SentencePiece `.model` file).
+
+    Raises:
+        ConfigError: the file is missing, unreadable or no SentencePiece model (e.g. empty or
+            random bytes), naming the setting and its value.
+    """
+    try:
+        return SentencePieceTokenizer(data.sentencepiece_model, lowercase=data.lowercase)
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"`data.sentencepiece_model` is not a SentencePiece model file: {error}. "
+            f"Received: data.sentencepiece_model={data.sentencepiece_model!r}"
+        ) from None

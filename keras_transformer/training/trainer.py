@@ -125,6 +125,8 @@ def prepare_run(config, verbose="auto"):
     report = _Reporter(enabled=context.is_chief and verbose != 0)
     keras.utils.set_random_seed(config.training.seed)
     paths = RunPaths(os.path.abspath(config.output_dir))
+    # The model and tokenizer files the configuration names, before anything is written.
+    initial = fine_tune.check_run_inputs(config)
     if context.is_chief:
         os.makedirs(paths.output_dir, exist_ok=True)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
@@ -136,7 +138,7 @@ def prepare_run(config, verbose="auto"):
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
     splits, tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
-        config, context, paths, report
+        config, context, paths, report, initial
     )
     model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
     return Run(
@@ -157,13 +159,15 @@ def prepare_run(config, verbose="auto"):
     )
 
 
-def _prepare_data(config, context, paths, report):
+def _prepare_data(config, context, paths, report, initial=None):
     """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
     validation data and the epoch size."""
     splits = load_splits(config.data)
     report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
            f"validation, {len(splits.test)} test pairs")
-    tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
+    tokenizer, initial = fine_tune.load_run_tokenizer(
+        config, paths, splits.train, context.is_chief, initial
+    )
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
            + (f" (from {config.training.init_from})" if initial is not None else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step

@@ -137,3 +137,40 @@ def test_an_unknown_config_json_key_is_refused(preset):
     for load in (Translator.from_preset, Transformer.from_preset):
         with pytest.raises(ValueError, match=r"config\.json: unknown settings \['evil'\]"):
             load(preset)
+
+
+def broken_inputs(tmp_path):
+    """`{name: (setting, value)}`: the model and tokenizer files a run must refuse."""
+    broken = shutil.copytree(PRESET, tmp_path / "broken")
+    os.remove(broken / "model.weights.h5")
+    evil = shutil.copytree(PRESET, tmp_path / "evil")
+    text = (evil / "config.json").read_text(encoding="utf-8")
+    (evil / "config.json").write_text(text.replace("keras_transformer>Transformer", "os>system"))
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    with open(os.path.join(FIXTURES, "translator_v0_1.keras"), "rb") as file:
+        (truncated / "translator.keras").write_bytes(file.read(3000))
+    (tmp_path / "zero.model").write_bytes(b"")
+    (tmp_path / "random.model").write_bytes(os.urandom(4096))
+    return {
+        "broken preset": ("training.init_from", str(broken)),
+        "preset naming os.system": ("training.init_from", str(evil)),
+        "truncated translator.keras": ("training.init_from", str(truncated)),
+        "zero-byte sentencepiece model": ("data.sentencepiece_model", str(tmp_path / "zero.model")),
+        "random sentencepiece model": ("data.sentencepiece_model", str(tmp_path / "random.model")),
+    }
+
+
+def test_a_broken_init_from_or_sentencepiece_model_is_one_line_before_any_write(
+    tmp_path, capsys
+):
+    for name, (setting, value) in broken_inputs(tmp_path).items():
+        output_dir = tmp_path / f"run {name}"
+        argv = ["train", "--set", f"output_dir={str(output_dir)!r}", "--set", f"{setting}={value!r}"]
+        if setting.startswith("data."):
+            argv += ["--set", "data.tokenizer='sentencepiece'"]
+        assert main(argv) == 2, name
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1, (name, error)
+        assert f"`{setting}`" in error and value in error, (name, error)
+        assert not output_dir.exists(), name
