@@ -226,7 +226,8 @@ def load_translator(directory, cls):
     for attribute in attributes:
         tokenizer = getattr(translator, attribute)
         try:
-            tokenizer.load_assets(reader.path(ASSETS_DIR, attribute))
+            # Every link under the directory was checked to stay inside the preset.
+            tokenizer.load_assets(reader.path(ASSETS_DIR, attribute), follow_symlinks=True)
         except (ValueError, OSError) as error:
             reader.problems.append(f"{ASSETS_DIR}/{attribute}: {error}")
     reader.raise_if_problems()
@@ -319,9 +320,23 @@ class _Reader:
         self.problems = []
         if not os.path.isdir(self.directory):
             raise FileNotFoundError(f"No preset directory at {self.directory!r}")
+        self.roots = link_roots(self.directory)
 
     def path(self, *names):
-        return os.path.join(self.directory, *names)
+        """The path of the preset's file (or directory) `names`, once every link on the way
+        to it (and, for a directory, under it) is known to stay inside the preset: else the
+        load fails naming the link, before its target is opened."""
+        path = os.path.join(self.directory, *names)
+        outside = _link_outside(path, self.roots, self.directory)
+        if outside is None and os.path.isdir(path):
+            for parent, directories, files in os.walk(path):
+                for entry in (*directories, *files):
+                    entry = os.path.join(parent, entry)
+                    outside = outside or _link_outside(entry, self.roots, self.directory)
+        if outside is not None:
+            self.problems = []
+            self.fail(outside)
+        return path
 
     def exists(self, name):
         return os.path.lexists(self.path(name))
@@ -434,6 +449,39 @@ class _Reader:
             f"problem{'s' if len(problems) > 1 else ''}):{listed}\n"
             f"Received: directory={self.directory!r}"
         )
+
+
+def link_roots(directory):
+    """The directories a link in the preset `directory` may lead into: the preset itself,
+    and for a Hugging Face cache snapshot (`<repo>/snapshots/<revision>/`, whose files are
+    links to `<repo>/blobs/<hash>`) that repository's `blobs/`."""
+    directory = os.path.abspath(os.fspath(directory))
+    roots = [os.path.realpath(directory)]
+    snapshots = os.path.dirname(directory)
+    blobs = os.path.join(os.path.dirname(snapshots), "blobs")
+    if os.path.basename(snapshots) == "snapshots" and os.path.isdir(blobs):
+        roots.append(os.path.realpath(blobs))
+    return roots
+
+
+def _link_outside(path, roots, directory):
+    """A problem naming `path` when it is (or passes through) a link leading outside `roots`
+    (or a link that leads nowhere), else `None`. Nothing is opened."""
+    if not os.path.lexists(path):
+        return None  # Reported as missing where it is read.
+    target = os.path.realpath(path)
+    if any(target == root or target.startswith(root + os.sep) for root in roots):
+        return None
+    link = directory
+    for part in os.path.relpath(path, directory).split(os.sep):
+        link = os.path.join(link, part)
+        if os.path.islink(link):
+            break  # The first link on the way names the problem.
+    return (
+        f"{os.path.relpath(link, directory)}: a symbolic link leading outside the preset (to {target!r}); a preset's "
+        "files may link only to files inside it (or, in a Hugging Face cache snapshot, to "
+        "its repository's blobs/)"
+    )
 
 
 def _weight_shapes(path):

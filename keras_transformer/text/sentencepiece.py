@@ -181,8 +181,8 @@ class SentencePieceTokenizer(Tokenizer):
         with open(os.path.join(dir_path, MODEL_FILENAME), "wb") as file:
             file.write(self.proto)
 
-    def _read_asset(self, path, max_tokens):
-        data = read_bounded_file(path, MAX_MODEL_BYTES, False, "SentencePiece model file")
+    def _read_asset(self, path, max_tokens, follow_symlinks=False):
+        data = read_bounded_file(path, MAX_MODEL_BYTES, follow_symlinks, "SentencePiece model file")
         proto, pieces = canonical_proto(data, max_pieces=max_tokens)
         if proto != data:  # `save_assets` writes the canonical form.
             raise ValueError("its reserved pieces are not ids 0-3 (`[PAD] [UNK] [START] [END]`).")

@@ -322,9 +322,11 @@ class Tokenizer(keras.layers.Layer):
             for token in self._vocabulary:
                 file.write(token + "\n")
 
-    def load_assets(self, dir_path):
+    def load_assets(self, dir_path, follow_symlinks=False):
         # Only this tokenizer's own asset is read: a regular file (no link, device or pipe) of
         # bounded size, and exactly the size the model's embedding needs when that is known.
+        # `follow_symlinks=True` reads it through a link: only for a caller that checked where
+        # the links of `dir_path` lead (a preset's reader, `keras_transformer.saving.preset`).
         if dir_path is None:
             # Keras tries every path that reaches this layer and reports the last failure; a
             # path without assets must not hide why the asset that was found is refused.
@@ -337,7 +339,9 @@ class Tokenizer(keras.layers.Layer):
         path = os.path.join(dir_path, self._asset_filename)
         try:
             vocabulary, size = self._read_asset(
-                path, max_tokens=MAX_VOCABULARY_SIZE if expected is None else expected
+                path,
+                max_tokens=MAX_VOCABULARY_SIZE if expected is None else expected,
+                follow_symlinks=follow_symlinks,
             )
             if expected is not None and size != expected:
                 raise ValueError(
@@ -356,10 +360,10 @@ class Tokenizer(keras.layers.Layer):
 
     _asset_filename = VOCABULARY_FILENAME
 
-    def _read_asset(self, path, max_tokens):
+    def _read_asset(self, path, max_tokens, follow_symlinks=False):
         """`(vocabulary, number of tokens)` of the asset file at `path`: a bounded read that
-        never follows a link; `set_vocabulary` takes the vocabulary."""
-        vocabulary = _read_vocabulary_file(path, follow_symlinks=False, max_tokens=max_tokens)
+        follows no link unless told; `set_vocabulary` takes the vocabulary."""
+        vocabulary = _read_vocabulary_file(path, follow_symlinks, max_tokens=max_tokens)
         return vocabulary, len(vocabulary)
 
     def get_config(self):

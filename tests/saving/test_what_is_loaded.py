@@ -174,3 +174,64 @@ def test_a_broken_init_from_or_sentencepiece_model_is_one_line_before_any_write(
         assert len(error.splitlines()) == 1, (name, error)
         assert f"`{setting}`" in error and value in error, (name, error)
         assert not output_dir.exists(), name
+
+
+@pytest.mark.parametrize(
+    "name", ["config.json", "model.weights.h5", "assets", "assets/tokenizer/vocabulary.txt"]
+)
+def test_a_link_leading_out_of_the_preset_is_refused_before_it_is_opened(
+    preset, tmp_path, name, monkeypatch
+):
+    outside = tmp_path / "outside" / name
+    outside.parent.mkdir(parents=True)
+    os.replace(preset / name, outside)
+    os.symlink(outside, preset / name)
+    opened = []
+    real_open = open
+
+    def guarded(path, *args, **kwargs):
+        if os.fspath(path).startswith(str(tmp_path / "outside")):
+            opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", guarded)
+    with pytest.raises(ValueError, match=rf"{name}: a symbolic link leading outside the preset"):
+        Translator.from_preset(preset)
+    assert opened == []
+
+
+def hub_cache(root, preset, links=True):
+    """A Hugging Face hub cache at `root` holding `preset` as the repository owner/name, in
+    the layout `snapshot_download` writes (files are links into `blobs/`). Returns the
+    snapshot directory."""
+    import hashlib
+
+    repository = root / "hub" / "models--owner--name"
+    snapshot = repository / "snapshots" / ("0" * 40)
+    (repository / "refs").mkdir(parents=True)
+    (repository / "refs" / "main").write_text("0" * 40)
+    (repository / "blobs").mkdir()
+    for parent, _, files in os.walk(preset):
+        for file in files:
+            relative = os.path.relpath(os.path.join(parent, file), preset)
+            with open(os.path.join(parent, file), "rb") as handle:
+                data = handle.read()
+            blob = repository / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.write_bytes(data)
+            target = snapshot / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.path.relpath(blob, target.parent), target)
+    return snapshot
+
+
+def test_a_hugging_face_cache_snapshot_loads(loaded, tmp_path):
+    snapshot = hub_cache(tmp_path / "hf", PRESET)
+    assert os.path.islink(snapshot / "assets" / "tokenizer" / "vocabulary.txt")
+    translator = Translator.from_preset(snapshot)
+    assert translator.get_config() == loaded.get_config()
+    assert translator.tokenizer.get_vocabulary() == loaded.tokenizer.get_vocabulary()
+    # A link out of the repository's blobs is refused all the same.
+    os.remove(snapshot / "translator.json")
+    os.symlink(os.path.join(PRESET, "translator.json"), snapshot / "translator.json")
+    with pytest.raises(ValueError, match="translator.json: a symbolic link leading outside"):
+        Translator.from_preset(snapshot)
