@@ -36,7 +36,7 @@ from keras_transformer.export.saved_model import (
 )
 from keras_transformer.export.versions import latest_version
 from keras_transformer.generation import trim
-from keras_transformer.saving.preset import is_preset
+from keras_transformer.saving.preset import HUB_SCHEMES, hub_directory, is_preset
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import Translation, check_search_options, run_translation
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
@@ -76,6 +76,13 @@ def load_translator(path, engine=None):
             f"`engine` must be None or one of {', '.join(ENGINES)}. Received: engine={engine!r}"
         )
     path = os.fspath(path)
+    if path.startswith(HUB_SCHEMES):  # A preset on a hub: data only, the Keras engine.
+        if engine not in (None, "keras"):
+            raise ValueError(
+                f"A hub handle names a preset, opened with the Keras engine only. Received: "
+                f"path={path!r}, engine={engine!r}"
+            )
+        return load_keras_translator(hub_directory(path))
     if engine is None:
         engine = detect_engine(path)
     if not _holds_model(path):

@@ -32,6 +32,7 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.engines": ("ctranslate2", "tensorflow"),
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
+    "keras_transformer.saving.preset": ("hub",),  # hf:// and kaggle:// presets
     "keras_transformer.text": ("tensorflow",),
     "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),

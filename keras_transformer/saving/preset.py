@@ -59,6 +59,9 @@ FORMAT_VERSION = 1
 MODEL_GROUPS = ("layers", "vars")
 # The JSON files are configurations: a larger one is refused before it is read.
 MAX_JSON_BYTES = 1 << 24
+# Presets on a hub, as keras-hub names them: `hf://owner/name` (Hugging Face Hub) and
+# `kaggle://owner/model/keras/variation[/version]` (Kaggle Models).
+HUB_SCHEMES = ("hf://", "kaggle://")
 
 
 # === Saving ===
@@ -197,7 +200,7 @@ def load_translator(directory, cls):
         ValueError: the directory is not a valid Translator preset; the message lists every
             problem found.
     """
-    reader = _Reader(directory, "Translator")
+    reader = _Reader(hub_directory(directory), "Translator")
     metadata = reader.metadata()
     if metadata.get("class_name") == "Transformer":
         reader.problems.append(
@@ -249,7 +252,7 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
     Returns:
         A `keras_transformer.Transformer`.
     """
-    reader = _Reader(directory, "Transformer")
+    reader = _Reader(hub_directory(directory), "Transformer")
     metadata = reader.metadata()
     config = _model_config(reader.json(CONFIG_FILE))
     reader.check_model_keys(config)
@@ -267,6 +270,44 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
         reader.raise_if_problems()
         reader.load_weights(model)
     return model
+
+
+def hub_directory(directory):
+    """The local directory of a preset: `directory` itself, or for a hub handle (`hf://owner/
+    name`, `kaggle://owner/model/keras/variation[/version]`) the hub client's copy in its
+    cache (`huggingface_hub.snapshot_download`, `kagglehub.model_download`: downloaded unless
+    cached; `HF_HUB_OFFLINE=1` reads the cache only). Hub presets are read like any other
+    preset, links into the Hugging Face cache's `blobs/` included.
+
+    Raises:
+        ImportError: the hub's client is not installed (`pip install keras-transformer[hub]`).
+        ValueError: the hub client could not provide the preset (its error, and the handle).
+    """
+    if not (isinstance(directory, str) and directory.startswith(HUB_SCHEMES)):
+        return directory
+    scheme, handle = directory.split("://", 1)
+    module = "huggingface_hub" if scheme == "hf" else "kagglehub"
+    try:
+        if scheme == "hf":
+            import huggingface_hub
+
+            download = huggingface_hub.snapshot_download
+        else:
+            import kagglehub
+
+            download = kagglehub.model_download
+    except ImportError:
+        raise ImportError(
+            f"Loading a preset from {scheme}:// needs {module}: pip install "
+            f"'keras-transformer[hub]'. Received: directory={directory!r}"
+        ) from None
+    try:
+        return download(handle)
+    except Exception as error:  # The clients raise their own types (network, cache, auth).
+        raise ValueError(
+            f"{module} could not provide the preset: {type(error).__name__}: {error}. "
+            f"Received: directory={directory!r}"
+        ) from None
 
 
 def is_preset(path):

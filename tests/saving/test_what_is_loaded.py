@@ -235,3 +235,29 @@ def test_a_hugging_face_cache_snapshot_loads(loaded, tmp_path):
     os.symlink(os.path.join(PRESET, "translator.json"), snapshot / "translator.json")
     with pytest.raises(ValueError, match="translator.json: a symbolic link leading outside"):
         Translator.from_preset(snapshot)
+
+
+def test_hub_handles_load_from_the_hubs_caches_offline(loaded, tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    pytest.importorskip("kagglehub")
+    import huggingface_hub.constants
+    from kagglehub.cache import Cache, get_cached_path
+    from kagglehub.handle import parse_model_handle
+
+    # Hugging Face: the cache `snapshot_download` writes, read with the network off.
+    hub_cache(tmp_path / "hf", PRESET)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    # Kaggle: a versioned handle found complete in kagglehub's cache is not downloaded.
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "kaggle"))
+    handle = parse_model_handle("owner/model/keras/tiny/1")
+    shutil.copytree(PRESET, get_cached_path(handle))
+    Cache().mark_as_complete(handle)
+    for translator in (
+        Translator.from_preset("hf://owner/name"),
+        engines.load_translator("kaggle://owner/model/keras/tiny/1"),
+    ):
+        assert translator.get_config() == loaded.get_config()
+    with pytest.raises(ValueError, match=r"huggingface_hub could not provide.*hf://owner/other"):
+        Translator.from_preset("hf://owner/other")
