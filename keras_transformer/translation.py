@@ -100,6 +100,20 @@ def run_translation(
     strings = as_byte_strings([sentences] if single else sentences)
     if not strings:
         return []
+    if attention is None and not all(strings):
+        # An empty line has no token: `""` without the preprocessor (a TensorFlow call per
+        # request: 100,000 empty lines took minutes) or a search.
+        rest = [string for string in strings if string]
+        options = (search, batch_size, extra_length, num_hypotheses, None, workers)
+        found = iter(run_translation(preprocessor, rest, *options) if rest else [])
+        results = []
+        for string in strings:
+            if string:
+                results.append(next(found))
+                continue
+            empty = _empty_translation(preprocessor)
+            results.append([empty] if num_hypotheses is not None else empty)
+        return results[0] if single else results
     features = preprocessor.generate_preprocess(strings)
     source_ids = features["encoder_inputs"].to_list()
     empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
@@ -139,6 +153,14 @@ def run_translation(
             )
         results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
     return results[0] if single else results
+
+
+def _empty_translation(preprocessor):
+    """The translation of an empty sentence, as the preprocessor and a search would give it:
+    `""`, score `0.0`, source tokens `[START] [END]`."""
+    tokenizer = preprocessor.tokenizer
+    source_tokens = [tokenizer.id_to_token(tokenizer.start_id), tokenizer.id_to_token(tokenizer.end_id)]
+    return Translation("", 0.0, [], False, source_tokens, [], None)
 
 
 def _search_order(batches):

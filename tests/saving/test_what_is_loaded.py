@@ -261,3 +261,25 @@ def test_hub_handles_load_from_the_hubs_caches_offline(loaded, tmp_path, monkeyp
         assert translator.get_config() == loaded.get_config()
     with pytest.raises(ValueError, match=r"huggingface_hub could not provide.*hf://owner/other"):
         Translator.from_preset("hf://owner/other")
+
+
+def test_empty_lines_skip_the_preprocessor_and_the_model(loaded, monkeypatch):
+    from keras_transformer.translation import Translation
+
+    calls = []
+    preprocess = loaded.preprocessor.generate_preprocess
+    monkeypatch.setattr(
+        loaded.preprocessor,
+        "generate_preprocess",
+        lambda strings: calls.append(len(strings)) or preprocess(strings),
+    )
+
+    def search(*args, **kwargs):
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr("keras_transformer.translator._search", search)
+    empty = Translation("", 0.0, [], False, ["[START]", "[END]"], [], None)
+    assert loaded.translate(["", b"", ""]) == [empty] * 3
+    assert loaded.translate("", num_hypotheses=2) == [empty]
+    assert loaded([""] * 1000) == [""] * 1000
+    assert calls == []
