@@ -30,6 +30,7 @@ from keras_transformer.decoding import length_penalty
 from keras_transformer.export.ctranslate2 import METADATA_FILENAME, read_settings
 from keras_transformer.export.saved_model import (
     INPUT_NAME,
+    MAX_REQUEST_SIZE,
     N_BEST_SIGNATURE_NAME,
     SIGNATURE_NAME,
     read_metadata,
@@ -185,6 +186,9 @@ class SavedModelTranslator:
 
     Args:
         path: str or `os.PathLike`. The SavedModel directory.
+        max_request_size: int. Most sentences sent to the SavedModel at once: a longer list is
+            translated in requests of at most this many. Defaults to `None`: the export's
+            `max_request_size` (`MAX_REQUEST_SIZE` for an export that does not record one).
 
     Call arguments:
         sentences: a `str` (or `bytes`), or a list of them.
@@ -193,7 +197,7 @@ class SavedModelTranslator:
         A `str` for one sentence, a list of `str` for a list.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, max_request_size=None):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
 
@@ -206,6 +210,9 @@ class SavedModelTranslator:
         self.beam_size = metadata.get("beam_size")
         self.alpha = metadata.get("alpha")
         self.max_source_length = metadata.get("max_source_length")
+        self.max_request_size = max_request_size or metadata.get(
+            "max_request_size", MAX_REQUEST_SIZE
+        )
         self.num_hypotheses = None
         if self._n_best_signature is not None:
             # (batch, num_hypotheses): static in the signature; the metadata says it too.
@@ -258,17 +265,20 @@ class SavedModelTranslator:
         self.check_search_options(beam_size, num_hypotheses)
         single = isinstance(sentences, (str, bytes))
         batch = [sentences] if single else list(sentences)
-        inputs = {INPUT_NAME: self._tf.constant(batch, self._tf.string)}
-        if num_hypotheses is None:
-            outputs = self._signature(**inputs)
-            texts = [[text] for text in outputs["translations"].numpy()]
-            scores = [[score] for score in outputs["scores"].numpy().tolist()]
-        else:
-            outputs = self._n_best_signature(**inputs)
-            texts = outputs["translations"].numpy().tolist()  # (batch, columns), best first
-            scores = outputs["scores"].numpy().tolist()
+        texts, scores, truncated = [], [], []
+        size = self.max_request_size
+        for start in range(0, len(batch), size):  # Requests the export accepts.
+            inputs = {INPUT_NAME: self._tf.constant(batch[start : start + size], self._tf.string)}
+            if num_hypotheses is None:
+                outputs = self._signature(**inputs)
+                texts += [[text] for text in outputs["translations"].numpy()]
+                scores += [[score] for score in outputs["scores"].numpy().tolist()]
+            else:
+                outputs = self._n_best_signature(**inputs)
+                texts += outputs["translations"].numpy().tolist()  # (batch, columns)
+                scores += outputs["scores"].numpy().tolist()
+            truncated += outputs["truncated"].numpy().tolist()
         results = []
-        truncated = outputs["truncated"].numpy().tolist()
         for row_texts, row_scores, flag in zip(texts, scores, truncated, strict=True):
             if num_hypotheses is not None and not any(row_texts) and not any(row_scores):
                 # An input without a token fills every column with "" and 0.0; as with the

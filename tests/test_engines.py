@@ -93,6 +93,9 @@ def test_a_saved_model_translates_as_its_translator(exported):
     assert isinstance(served, engines.SavedModelTranslator)
     assert served(sentences) == translator(sentences)
     assert served("dos mil") == translator("dos mil")
+    assert served.max_request_size == 1024  # The export's default, recorded in its metadata.
+    served.max_request_size = 2  # A longer list goes in requests the export accepts.
+    assert served(sentences * 2) == translator(sentences * 2)
     expected = translator.translate(sentences, num_hypotheses=2)
     for hypotheses, wanted in zip(served.translate(sentences, num_hypotheses=2), expected, strict=True):
         assert [h.text for h in hypotheses] == [w.text for w in wanted]

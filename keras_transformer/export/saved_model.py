@@ -35,6 +35,8 @@ WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
 SIGNATURE_NAME = "serving_default"
 N_BEST_SIGNATURE_NAME = "translate_n_best"
 INPUT_NAME = "inputs"
+# The most sentences one request to an exported SavedModel may hold (`max_request_size`).
+MAX_REQUEST_SIZE = 1024
 
 
 def export_saved_model(
@@ -47,6 +49,7 @@ def export_saved_model(
     version=None,
     num_hypotheses=None,
     warmup_batch_size=None,
+    max_request_size=MAX_REQUEST_SIZE,
 ):
     """Writes `translator` as a TensorFlow SavedModel serving strings.
 
@@ -103,6 +106,11 @@ def export_saved_model(
             `translate_n_best` signature. Defaults to `None`: `beam_size`.
         warmup_batch_size: int `>= 1`. The largest request batch the warm-up requests cover
             (rounded up to a power of two). Defaults to `None`: the translator's `batch_size`.
+        max_request_size: int `>= 1`. Most sentences one request may hold: the signatures
+            search a request as one batch, so a larger one is refused with an
+            `InvalidArgumentError` naming the limit (instead of exhausting memory); split
+            larger ones (`keras_transformer.engines.SavedModelTranslator` does). Defaults to
+            `MAX_REQUEST_SIZE` (1,024).
 
     Returns:
         The SavedModel directory (`path`, or `path/<version>`), as a str.
@@ -127,6 +135,7 @@ def export_saved_model(
         ("warmup_batch_size", warmup_batch_size),
     ):
         check_int(name, value, minimum=1, allow_none=True)
+    check_int("max_request_size", max_request_size, minimum=1)
     if num_hypotheses is not None and beam_size is not None and num_hypotheses > beam_size:
         raise ValueError(
             "`num_hypotheses` must be at most `beam_size`. "
@@ -142,6 +151,7 @@ def export_saved_model(
             "alpha": alpha,
             "num_hypotheses": num_hypotheses,
             "warmup_batch_size": warmup_batch_size,
+            "max_request_size": max_request_size,
         }
         return _export_in_subprocess(translator, path, jit_compile, options)
     if isinstance(translator, (str, os.PathLike)):
@@ -171,7 +181,12 @@ def export_saved_model(
     # `serving_default` first: the archive also makes its first endpoint the default.
     for name, hypotheses in ((SIGNATURE_NAME, None), (N_BEST_SIGNATURE_NAME, num_hypotheses)):
         serve = make_serving_function(
-            translator, beam_size, float(alpha), num_hypotheses=hypotheses, generator=generator
+            translator,
+            beam_size,
+            float(alpha),
+            num_hypotheses=hypotheses,
+            generator=generator,
+            max_request_size=max_request_size,
         )
         archive.add_endpoint(name=name, fn=serve, input_signature=input_signature)
     metadata = {
@@ -183,6 +198,7 @@ def export_saved_model(
         "jit_compile": bool(jit_compile),
         "num_hypotheses": num_hypotheses,
         "warmup_batch_size": warmup_batch_size,
+        "max_request_size": max_request_size,
     }
 
     with atomic_directory(path) as temporary:
@@ -195,7 +211,13 @@ def export_saved_model(
 
 
 def make_serving_function(
-    translator, beam_size, alpha, jit_compile=True, num_hypotheses=None, generator=None
+    translator,
+    beam_size,
+    alpha,
+    jit_compile=True,
+    num_hypotheses=None,
+    generator=None,
+    max_request_size=None,
 ):
     """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
 
@@ -213,6 +235,8 @@ def make_serving_function(
         generator: `keras_transformer.generation.Generator` running the search (functions
             that share it share their compiled searches). Defaults to `None`: a new one
             (`translator.make_generator(jit_compile)`).
+        max_request_size: int. A request of more sentences fails with an
+            `InvalidArgumentError` naming the limit. Defaults to `None`: no limit.
 
     Returns:
         A Python function of one string tensor of shape `(batch,)`.
@@ -257,6 +281,15 @@ def make_serving_function(
     def serve(inputs):
         # The signature's shape is not enforced at call time: check it with a runtime op.
         inputs = tf.ensure_shape(tf.convert_to_tensor(inputs, tf.string), [None])  # (batch,)
+        if max_request_size is not None:
+            check = tf.debugging.assert_less_equal(
+                tf.size(inputs),
+                max_request_size,
+                message=f"A request may hold at most {max_request_size} sentences (the "
+                "export's max_request_size): split it into smaller requests. Received",
+            )
+            with tf.control_dependencies([check]):
+                inputs = tf.identity(inputs)
         features = preprocessor.generate_preprocess(inputs)
         # Inputs without a token translate to "" without running the model.
         nonempty = tf.logical_not(features["empty"])

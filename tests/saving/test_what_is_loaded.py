@@ -283,3 +283,15 @@ def test_empty_lines_skip_the_preprocessor_and_the_model(loaded, monkeypatch):
     assert loaded.translate("", num_hypotheses=2) == [empty]
     assert loaded([""] * 1000) == [""] * 1000
     assert calls == []
+
+
+def test_a_saved_model_request_above_its_size_limit_is_refused(loaded):
+    import tensorflow as tf
+
+    from keras_transformer.export.saved_model import make_serving_function
+
+    serve = make_serving_function(loaded, 1, 0.6, jit_compile=False, max_request_size=2)
+    # Empty sentences: the limit is checked without running the model.
+    assert serve(tf.constant(["", ""]))["translations"].numpy().tolist() == [b"", b""]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at most 2 sentences"):
+        serve(tf.constant(["", "", ""]))
