@@ -210,7 +210,6 @@ def load_translator(directory, cls):
     has_target = reader.exists(TOKENIZER_PARTS["target_tokenizer"])
     attributes = [name for name in TOKENIZER_PARTS if name == "tokenizer" or has_target]
     model_config = _model_config(reader.json(CONFIG_FILE))
-    reader.check_model_keys(model_config)
     translator_config = reader.json(TRANSLATOR_FILE)
     tokenizer_configs = {name: reader.json(TOKENIZER_PARTS[name]) for name in attributes}
     reader.require(WEIGHTS_FILE, *(os.path.join(ASSETS_DIR, name) for name in attributes))
@@ -225,6 +224,7 @@ def load_translator(directory, cls):
         translator = cls.from_config(config)
     except (ValueError, TypeError) as error:
         reader.fail(f"{CONFIG_FILE}, {TRANSLATOR_FILE} and the tokenizer files: {error}")
+    reader.check_model_keys(model_config, type(translator.model))
     reader.check_weights(translator.model, metadata)
     for attribute in attributes:
         tokenizer = getattr(translator, attribute)
@@ -255,7 +255,6 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
     reader = _Reader(hub_directory(directory), "Transformer")
     metadata = reader.metadata()
     config = _model_config(reader.json(CONFIG_FILE))
-    reader.check_model_keys(config)
     if load_weights:
         reader.require(WEIGHTS_FILE)
     reader.raise_if_problems()
@@ -265,6 +264,8 @@ def load_transformer(directory, cls, load_weights=True, **kwargs):
         model = deserialize_part("config", config, cls)
     except (ValueError, TypeError) as error:
         reader.fail(f"{CONFIG_FILE}: {error}")
+    reader.check_model_keys(config, type(model))
+    reader.raise_if_problems()
     if load_weights:
         reader.check_weights(model, metadata if not kwargs else {})
         reader.raise_if_problems()
@@ -404,15 +405,11 @@ class _Reader:
             self.problems.append(f"{name}: not a readable JSON file ({error})")
         return None
 
-    def check_model_keys(self, config):
-        """Notes a problem when `config.json` holds a setting the constructor of the class it
-        names does not take (as `translator.json`'s unknown settings are): a file that says
-        more than the model reads is not what it claims."""
+    def check_model_keys(self, config, cls):
+        """Notes a problem when `config.json` holds a setting the constructor of `cls` (the
+        class it built) does not take, as `translator.json`'s unknown settings are: a file
+        that says more than the model reads is not what it claims."""
         if not (isinstance(config, dict) and isinstance(config.get("config"), dict)):
-            return  # Reported by the deserialization checks.
-        name = config.get("registered_name")
-        cls = keras.saving.get_registered_object(name) if isinstance(name, str) else None
-        if not isinstance(cls, type):
             return
         known = set(inspect.signature(cls).parameters) - {"kwargs"} | {"name", "trainable", "dtype"}
         unknown = sorted(set(config["config"]) - known)
