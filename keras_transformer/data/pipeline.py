@@ -265,7 +265,7 @@ def make_dataset(
         ({"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs}, decoder_targets)
     )
     # Slices of a ragged tensor are ragged-rank-0 "ragged" tensors: make them plain tensors.
-    dataset = dataset.map(_to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if shuffle:
         dataset = dataset.shuffle(len(kept), seed=seed, reshuffle_each_iteration=True)
     if repeat:
@@ -343,7 +343,8 @@ def _checked_ids(rows, vocabulary_size, name):
     return [ids.astype("int32") for ids in rows]
 
 
-def _to_dense(inputs, targets):
+def to_dense(inputs, targets):
+    """An example whose sequences are ragged-rank-0 `tf.RaggedTensor`s, as plain tensors."""
     import tensorflow as tf
 
     def dense(tensor):

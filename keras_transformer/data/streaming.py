@@ -14,7 +14,7 @@ TensorFlow is imported lazily, inside the functions.
 import math
 
 from keras_transformer.buckets import check_bucket_boundaries
-from keras_transformer.data.pipeline import PipelineResult, bucket_batches
+from keras_transformer.data.pipeline import PipelineResult, bucket_batches, to_dense
 
 TOKENIZE_BATCH = 1024
 
@@ -91,6 +91,15 @@ def make_streaming_dataset(
         A `PipelineResult` whose `bucket_counts`, `num_dropped` and `num_tokens` are estimates
         for one pass, scaled from `sample` (exact counts would need a pass over the corpus);
         `num_batches` is `None` when `repeat`.
+
+    Example:
+
+    >>> from keras_transformer.datasets import Corpus, scan_corpora
+    >>> corpora = [Corpus(source="train.es.gz", target="train.en.gz")]  # doctest: +SKIP
+    >>> scan = scan_corpora(corpora, 1000, 1000, keep_train=False, keys_dir="keys")  # doctest: +SKIP
+    >>> result = make_streaming_dataset(
+    ...     corpora, scan.keys_paths, scan.threshold, tokenizer, sample=scan.tokenizer_sample
+    ... )  # doctest: +SKIP
     """
     import numpy as np
     import tensorflow as tf
@@ -109,19 +118,22 @@ def make_streaming_dataset(
         decoder_inputs, decoder_targets = target_ids(tokenizer.tokenize(targets), start_id, end_id)
         return encoder_inputs, decoder_inputs, decoder_targets
 
-    dataset = dataset.batch(TOKENIZE_BATCH).map(
-        encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-    )
-    dataset = dataset.unbatch()
-    dataset = dataset.filter(
-        lambda encoder, decoder, _: tf.maximum(tf.size(encoder), tf.size(decoder)) <= max_length
-    )
-    dataset = dataset.map(
-        lambda encoder, decoder, target: (
-            {"encoder_inputs": encoder, "decoder_inputs": decoder},
-            target,
+    def encode_and_filter(sources, targets):
+        encoder, decoder, target = encode(sources, targets)
+        keep = tf.maximum(encoder.row_lengths(), decoder.row_lengths()) <= max_length
+        return (
+            {
+                "encoder_inputs": tf.ragged.boolean_mask(encoder, keep),
+                "decoder_inputs": tf.ragged.boolean_mask(decoder, keep),
+            },
+            tf.ragged.boolean_mask(target, keep),
         )
+
+    # Per batch of lines, not per line: tf.data's per-element cost is the bottleneck here.
+    dataset = dataset.batch(TOKENIZE_BATCH).map(
+        encode_and_filter, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
+    dataset = dataset.unbatch().map(to_dense)  # a ragged row to a plain tensor
     dataset = bucket_batches(dataset, boundaries, batch_sizes, tokens_per_batch)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -172,20 +184,23 @@ def _corpus_pairs(corpus, keys_path, threshold, repeat):
         compression = "GZIP" if path.endswith(".gz") else ""
         return tf.data.TextLineDataset(path, compression_type=compression)
 
-    keys = tf.data.FixedLengthRecordDataset(keys_path, 8).map(
-        lambda record: tf.io.decode_raw(record, tf.int64, little_endian=True)[0]
+    # Batches of lines and of their keys, zipped: no per-line function.
+    keys = (
+        tf.data.FixedLengthRecordDataset(keys_path, 8)
+        .batch(TOKENIZE_BATCH)
+        .map(lambda records: tf.io.decode_raw(records, tf.int64, little_endian=True)[:, 0])
     )
-    if corpus.path:
-        dataset = tf.data.Dataset.zip(keys, lines(corpus.path))
-        dataset = dataset.filter(lambda key, _: key > threshold)
+    files = [lines(path).batch(TOKENIZE_BATCH) for path in corpus.files]
+    dataset = tf.data.Dataset.zip(keys, *files)
 
-        def split(key, line):
-            fields = tf.strings.split(line, "\t", maxsplit=1)
-            return fields[0], fields[1]
+    def training_lines(key, *texts):
+        keep = key > threshold
+        if corpus.path:
+            fields = tf.strings.split(tf.boolean_mask(texts[0], keep), "\t", maxsplit=1)
+            fields = fields.to_tensor(shape=[None, 2])  # the scan checked: 2 columns
+            return fields[:, 0], fields[:, 1]
+        return tf.boolean_mask(texts[0], keep), tf.boolean_mask(texts[1], keep)
 
-        dataset = dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    else:
-        dataset = tf.data.Dataset.zip(keys, lines(corpus.source), lines(corpus.target))
-        dataset = dataset.filter(lambda key, source, target: key > threshold)
-        dataset = dataset.map(lambda key, source, target: (source, target))
+    dataset = dataset.map(training_lines, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.unbatch()
     return dataset.repeat() if repeat else dataset

@@ -256,6 +256,14 @@ def scan_corpora(
 
     Returns:
         A `CorpusScan`.
+
+    Example:
+
+    >>> corpus = Corpus(source="train.es.gz", target="train.en.gz")  # doctest: +SKIP
+    >>> scan = scan_corpora([corpus], num_validation=1000, num_test=1000)  # doctest: +SKIP
+    >>> print("\\n".join(scan.summary_lines()))  # doctest: +SKIP
+    filter empty: removed 12 of 1,000,000 pairs (an empty or whitespace-only side)
+    ...
     """
     num_held_out = num_validation + num_test
     removed = dict.fromkeys(FILTERS, 0)
