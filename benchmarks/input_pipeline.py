@@ -58,8 +58,12 @@ def rss():
 result = {"rss_after_imports": rss()}
 corpus = Corpus(source=settings["source"], target=settings["target"])
 start = time.perf_counter()
+def progress(line):  # every million lines: the rate and peak RSS so far
+    seconds = time.perf_counter() - start
+    print(f"PROGRESS {line}: {seconds:.0f} s, peak RSS {rss():,.0f} MiB", flush=True)
+
 scan = scan_corpora([corpus], 1000, 1000, keep_train=False, keys_dir=settings["workdir"],
-                    sample_size=settings["sample"])
+                    sample_size=settings["sample"], progress=progress)
 result["scan_seconds"] = time.perf_counter() - start
 result["lines"] = scan.num_lines[0]
 result["train_pairs"] = sum(scan.num_train)
@@ -185,17 +189,20 @@ def run_size(source, target, workdir, args, train=False):
         rounds=args.rounds,
     )
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    output = subprocess.run(
+    child = subprocess.Popen(
         [sys.executable, "-c", CHILD, json.dumps(settings)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         env=env,
-        check=False,
     )
-    for line in output.stdout.splitlines():
+    for line in child.stdout:
+        if line.startswith("PROGRESS "):
+            print(line.strip(), flush=True)
         if line.startswith("RESULT "):
+            child.wait()
             return json.loads(line[len("RESULT ") :])
-    raise RuntimeError(f"the child failed:\n{output.stderr[-3000:]}")
+    raise RuntimeError(f"the child failed (exit {child.wait()})")
 
 
 def main():
@@ -204,6 +211,12 @@ def main():
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--sample", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=6, help="rounds of stream vs training")
+    parser.add_argument(
+        "--no-compare-training",
+        dest="compare_training",
+        action="store_false",
+        help="skip the training-rate comparison (made on the first size)",
+    )
     parser.add_argument("--workdir")
     parser.add_argument("--output", default=os.path.join(RESULTS, "input_pipeline"))
     args = parser.parse_args()
@@ -215,12 +228,15 @@ def main():
     rows = []
     for size in args.sizes:
         start = time.perf_counter()
-        source, target = write_corpus(workdir, size)
-        write_seconds = time.perf_counter() - start
-        print(f"{size:,} pairs written in {write_seconds:.0f} s", flush=True)
+        source = os.path.join(workdir, f"{size}.src.gz")
+        target = os.path.join(workdir, f"{size}.tgt.gz")
+        if not (args.workdir and os.path.exists(source) and os.path.exists(target)):
+            source, target = write_corpus(workdir, size)  # else: reused from --workdir
+        print(f"{size:,} pairs written in {time.perf_counter() - start:.0f} s", flush=True)
         keys_dir = os.path.join(workdir, f"keys-{size}")
         os.makedirs(keys_dir, exist_ok=True)
-        result = run_size(source, target, keys_dir, args, train=size == args.sizes[0])
+        compare = args.compare_training and size == args.sizes[0]
+        result = run_size(source, target, keys_dir, args, train=compare)
         result.update(size=size, bytes=os.path.getsize(source) + os.path.getsize(target))
         rows.append(result)
         print(json.dumps(result), flush=True)
@@ -229,9 +245,15 @@ def main():
                 os.remove(path)
     gflops_after = matmul_gflops()
     load_after = os.getloadavg()
+    write_results(rows, args, started, (load_before, load_after), (gflops_before, gflops_after))
+
+
+def write_results(rows, args, started, loads, gflops):
+    """Writes `args.output` `.md` and `.json` and prints the table."""
+    (load_before, load_after), (gflops_before, gflops_after) = loads, gflops
     recorded = 2 * BIBLE_TOKENS_PER_BATCH / BIBLE_STEP_SECONDS
-    bible = rows[0]["train_padded_tokens_per_s"]
-    ratios = ", ".join(f"{ratio:.1f}" for ratio in rows[0]["ratios"])
+    bible = rows[0].get("train_padded_tokens_per_s", recorded)
+    ratios = ", ".join(f"{ratio:.1f}" for ratio in rows[0].get("ratios", ()))
     lines = [
         "# Streaming input pipeline: peak RSS and tokens/s as the corpus grows",
         "",
@@ -270,10 +292,16 @@ def main():
             f"{row['padded_tokens_per_s'] / bible:.1f} |"
         )
     if len(rows) > 1:
-        growth = rows[-1]["peak_rss"] / rows[-2]["peak_rss"] - 1
+        first, last = rows[-2], rows[-1]
+        growth = last["rss_after_scan"] / first["rss_after_scan"] - 1
         lines += [
             "",
-            f"Peak RSS from {rows[-2]['size']:,} to {rows[-1]['size']:,} pairs: {growth:+.1%}.",
+            f"RSS after the scan from {first['size']:,} to {last['size']:,} pairs: {growth:+.1%}"
+            + (
+                f"; peak RSS {last['peak_rss'] / first['peak_rss'] - 1:+.1%}."
+                if "ratios" not in first
+                else " (the first size's peak includes the model of the training comparison)."
+            ),
         ]
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output + ".md", "w") as file:
