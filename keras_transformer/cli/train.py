@@ -16,6 +16,7 @@ from keras_transformer.training.config import (
     STRATEGIES,
     ConfigError,
     TrainingConfig,
+    corpus_list,
     load_config,
     parse_value,
 )
@@ -158,7 +159,8 @@ def check_before_training(config, source):
     """What `TrainingConfig.validate` leaves out, checked before the run starts.
 
     The activation's name (Keras knows the names: this imports Keras, which the run imports
-    next anyway) and, for `dataset = "tsv"`, that `data.path` is a file.
+    next anyway) and, for `dataset = "tsv"`, that `data.path` is a file (for `"corpus"`, that
+    every corpus file is).
 
     Args:
         config: `TrainingConfig`.
@@ -172,6 +174,14 @@ def check_before_training(config, source):
         raise ConfigError(
             f"{source}: `data.path` must be an existing TSV file. Received: data.path={data.path!r}"
         )
+    if data.dataset == "corpus":
+        for index, corpus in enumerate(corpus_list(data)):
+            for key, path in zip(("path",) if corpus.path else ("source", "target"), corpus.files, strict=True):
+                if not os.path.isfile(path):
+                    name = f"data.corpora[{index}].{key}" if data.corpora else f"data.{key}"
+                    raise ConfigError(
+                        f"{source}: `{name}` must be an existing file. Received: {name}={path!r}"
+                    )
     if isinstance(activation, str):
         import keras  # Seconds to import: only when the config names an activation.
 

@@ -11,6 +11,7 @@ from keras_transformer.data.pipeline import (
     encode_target,
     make_dataset,
 )
+from keras_transformer.data.streaming import make_streaming_dataset, stream_pairs
 
 __all__ = [
     "PipelineResult",
@@ -18,4 +19,6 @@ __all__ = [
     "encode_source",
     "encode_target",
     "make_dataset",
+    "make_streaming_dataset",
+    "stream_pairs",
 ]

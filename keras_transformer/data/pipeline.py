@@ -265,32 +265,13 @@ def make_dataset(
         ({"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs}, decoder_targets)
     )
     # Slices of a ragged tensor are ragged-rank-0 "ragged" tensors: make them plain tensors.
-    dataset = dataset.map(_to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if shuffle:
         dataset = dataset.shuffle(len(kept), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
 
-    def element_length(inputs, targets):
-        return tf.maximum(
-            tf.shape(inputs["encoder_inputs"])[0], tf.shape(inputs["decoder_inputs"])[0]
-        )
-
-    dataset = dataset.bucket_by_sequence_length(
-        element_length,
-        # Bucket i holds lengths in [boundaries[i-1] + 1, boundaries[i]], padded to boundaries[i].
-        bucket_boundaries=[length + 1 for length in boundaries],
-        bucket_batch_sizes=list(batch_sizes) + [1],
-        padded_shapes=({"encoder_inputs": [None], "decoder_inputs": [None]}, [None]),
-        padding_values=0,
-        pad_to_bucket_boundary=True,
-    )
-    if pad_remainder:
-        dataset = dataset.map(
-            lambda inputs, targets: _pad_batch(inputs, targets, tokens_per_batch),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
+    dataset = bucket_batches(dataset, boundaries, batch_sizes, tokens_per_batch, pad_remainder)
     if not repeat:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
@@ -362,7 +343,8 @@ def _checked_ids(rows, vocabulary_size, name):
     return [ids.astype("int32") for ids in rows]
 
 
-def _to_dense(inputs, targets):
+def to_dense(inputs, targets):
+    """An example whose sequences are ragged-rank-0 `tf.RaggedTensor`s, as plain tensors."""
     import tensorflow as tf
 
     def dense(tensor):
@@ -371,7 +353,38 @@ def _to_dense(inputs, targets):
     return {key: dense(value) for key, value in inputs.items()}, dense(targets)
 
 
-def _pad_batch(inputs, targets, tokens_per_batch):
+def bucket_batches(dataset, boundaries, batch_sizes, tokens_per_batch, pad_remainder=True):
+    """Batches `({"encoder_inputs", "decoder_inputs"}, targets)` examples by length.
+
+    Bucket `i` holds the examples whose longer side is in `(boundaries[i-1], boundaries[i]]`,
+    padded to `boundaries[i]`, in batches of `batch_sizes[i]`; with `pad_remainder`, a
+    partial batch is padded with all-`[PAD]` rows to `tokens_per_batch // length` rows.
+    """
+    import tensorflow as tf
+
+    def element_length(inputs, targets):
+        return tf.maximum(
+            tf.shape(inputs["encoder_inputs"])[0], tf.shape(inputs["decoder_inputs"])[0]
+        )
+
+    dataset = dataset.bucket_by_sequence_length(
+        element_length,
+        bucket_boundaries=[length + 1 for length in boundaries],
+        bucket_batch_sizes=list(batch_sizes) + [1],
+        padded_shapes=({"encoder_inputs": [None], "decoder_inputs": [None]}, [None]),
+        padding_values=0,
+        pad_to_bucket_boundary=True,
+    )
+    if pad_remainder:
+        dataset = dataset.map(
+            lambda inputs, targets: pad_batch(inputs, targets, tokens_per_batch),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    return dataset
+
+
+def pad_batch(inputs, targets, tokens_per_batch):
     """Pads a batch with all-[PAD] rows up to `tokens_per_batch // length` rows."""
     import tensorflow as tf
 

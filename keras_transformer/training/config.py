@@ -37,7 +37,7 @@ from keras_transformer.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
 from keras_transformer.hyperparameters import TRANSFORMER_ARGUMENTS, validate_transformer_args
 
-DATASETS = ("number_words", "sword_bible", "tsv")
+DATASETS = ("number_words", "sword_bible", "tsv", "corpus")
 TOKENIZERS = ("wordpiece", "sentencepiece")
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
@@ -48,7 +48,10 @@ DATASET_ARGUMENTS = {
     "number_words": ("num_validation", "num_test"),
     "sword_bible": ("num_validation", "num_test"),
     "tsv": ("path",),
+    "corpus": (),
 }
+# The `[data]` settings of `dataset = "corpus"`: given without `dataset`, they select it.
+CORPUS_SETTINGS = ("source", "target", "corpora")
 
 
 class ConfigError(ValueError):
@@ -68,9 +71,34 @@ class DataConfig:
         dataset: str. `"number_words"` (Spanish -> English number names, embedded, see
             `keras_transformer.datasets.number_words`), `"sword_bible"` (the verse-aligned
             Reina-Valera 1909 / World English Bible), `"tsv"` (your own `source<TAB>target`
-            file, split with `keras_transformer.datasets.split_pairs`). Defaults to
+            file, read in memory and split with `keras_transformer.datasets.split_pairs`),
+            `"corpus"` (your own corpora as they come: `source` and `target`, or `corpora`;
+            chosen when one of them is set and `dataset` is not). Defaults to
             `"number_words"`.
         path: str. The TSV file, for `dataset = "tsv"`. Defaults to `""`.
+        source: str. `dataset = "corpus"`: the source file, one sentence per line, aligned
+            line by line with `target` (`.gz` files are decompressed). Defaults to `""`.
+        target: str. The target file of `source`. Defaults to `""`.
+        corpora: list of tables. `dataset = "corpus"`: several corpora, each
+            `{source = "...", target = "...", weight = 1.0}` or `{path = "x.tsv", weight = 1.0}`
+            (a `source<TAB>target` file); training draws from them in proportion to their
+            weights (streaming). Defaults to `[]`.
+        streaming: bool or `"auto"`. `dataset = "corpus"`: stream the training pairs from the
+            files through `tf.data` (bounded memory, for corpora larger than memory) instead of
+            reading them into memory; `"auto"` streams when `corpora` lists several corpora or
+            the files hold more than 1 GiB. Both give the same pairs and held-out splits.
+            Defaults to `"auto"`.
+        max_length_ratio: float. Filter (`tsv` and `corpus`): remove a pair whose one side has
+            more than this many times the words (whitespace-separated) of the other; `0` is
+            off (for scripts written without spaces, e.g. Chinese or Japanese, set `0`).
+            Pairs with an empty or whitespace-only side are always removed, and each filter's
+            count is reported. Defaults to `3.0`.
+        remove_duplicates: bool. Filter (`tsv` and `corpus`): remove exact duplicates of an
+            earlier pair. Defaults to `True`.
+        tokenizer_sample: int. Streaming: the tokenizer learns from a uniform sample of at
+            most this many training pairs. Defaults to `200000`.
+        shuffle_buffer: int. Streaming: pairs in the shuffle buffer (its memory bound).
+            Defaults to `100000`.
         options: dict. Extra keyword arguments of the dataset function (e.g. `num_train`,
             `max_number` or `source_lang` of `number_words`; `source` and `target` module
             names of `sword_bible`; `source_column`, `target_column`, `num_columns` of
@@ -102,6 +130,14 @@ class DataConfig:
 
     dataset: str = "number_words"
     path: str = ""
+    source: str = ""
+    target: str = ""
+    corpora: list = dataclasses.field(default_factory=list)
+    streaming: bool | str = "auto"
+    max_length_ratio: float = 3.0
+    remove_duplicates: bool = True
+    tokenizer_sample: int = 200000
+    shuffle_buffer: int = 100000
     options: dict = dataclasses.field(default_factory=dict)
     num_validation: int = 1000
     num_test: int = 1000
@@ -409,6 +445,10 @@ class TrainingConfig:
             known = {field.name for field in dataclasses.fields(section_class)}
             if name == "model":
                 _check_arguments_set_elsewhere(section_values)
+            if name == "data" and "dataset" not in section_values and any(
+                section_values.get(key) for key in CORPUS_SETTINGS
+            ):
+                section_values = {**section_values, "dataset": "corpus"}
             unknown = sorted(set(section_values) - known)
             if unknown:
                 raise ConfigError(
@@ -466,6 +506,7 @@ class TrainingConfig:
             )
         if data.dataset == "tsv" and not data.path:
             raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
+        _check_corpus(data)
         _check_choice("model.preset", model.preset, ("", *MODEL_PRESETS))
         _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
         _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
@@ -479,6 +520,8 @@ class TrainingConfig:
             ("data.num_test", data.num_test, 0),
             ("data.vocabulary_size", data.vocabulary_size, 8),
             ("data.max_length", data.max_length, 3),
+            ("data.tokenizer_sample", data.tokenizer_sample, 1),
+            ("data.shuffle_buffer", data.shuffle_buffer, 0),
             ("data.tokens_per_batch", data.tokens_per_batch, data.max_length),
             ("optimizer.warmup_steps", self.optimizer.warmup_steps, 1),
             ("training.train_steps", training.train_steps, 1),
@@ -692,6 +735,8 @@ def _has_type(value, kind):
 
 def _check_dataset_options(data):
     """`data.options` must be keyword arguments of the dataset function, of its defaults' types."""
+    if data.dataset == "corpus":
+        return  # `_check_corpus`
     function = {
         "number_words": datasets.number_words,
         "sword_bible": datasets.sword_bible,
@@ -716,6 +761,70 @@ def _check_dataset_options(data):
                 f"`data.options.{name}` must be {_TYPE_NAMES[kind]}. "
                 f"Received: data.options.{name}={value!r}"
             )
+
+
+def corpus_list(data):
+    """The `keras_transformer.datasets.Corpus` list of a `dataset = "corpus"` `DataConfig`."""
+    if data.corpora:
+        return [datasets.Corpus(**entry) for entry in data.corpora]
+    return [datasets.Corpus(source=data.source, target=data.target)]
+
+
+def _check_corpus(data):
+    """The `dataset = "corpus"` settings: files given one way, weights, filters, streaming."""
+    if data.streaming not in (True, False, "auto"):
+        raise ConfigError(
+            f"`data.streaming` must be true, false or 'auto'. Received: data.streaming={data.streaming!r}"
+        )
+    ratio = data.max_length_ratio
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or (ratio and ratio < 1):
+        raise ConfigError(
+            "`data.max_length_ratio` must be 0 (off) or a number >= 1. "
+            f"Received: data.max_length_ratio={ratio!r}"
+        )
+    given = [key for key in CORPUS_SETTINGS if getattr(data, key)]
+    if data.dataset != "corpus":
+        if given:
+            raise ConfigError(
+                f"`data.{given[0]}` needs dataset='corpus'. Received: data.dataset={data.dataset!r}"
+            )
+        if data.streaming is True:
+            raise ConfigError(
+                "`data.streaming` needs dataset='corpus' (data.source and data.target, or "
+                f"data.corpora). Received: data.dataset={data.dataset!r}"
+            )
+        return
+    if data.corpora and (data.source or data.target):
+        raise ConfigError(
+            "Give `data.source` and `data.target`, or `data.corpora`, not both. Received: "
+            f"data.source={data.source!r}, data.corpora={data.corpora!r}"
+        )
+    if not data.corpora and not (data.source and data.target):
+        raise ConfigError(
+            "dataset='corpus' needs `data.source` and `data.target` (aligned files), or "
+            f"`data.corpora`. Received: data.source={data.source!r}, data.target={data.target!r}"
+        )
+    for index, entry in enumerate(data.corpora):
+        name = f"data.corpora[{index}]"
+        if not isinstance(entry, dict) or set(entry) - {"source", "target", "path", "weight"}:
+            raise ConfigError(
+                f"`{name}` must be a table of `source` and `target`, or `path`, and an "
+                f"optional `weight`. Received: {name}={entry!r}"
+            )
+        try:
+            datasets.Corpus(**entry)
+        except ValueError as error:
+            raise ConfigError(f"`{name}`: {error}") from None
+    weights = {entry.get("weight", 1.0) for entry in data.corpora}
+    if data.streaming is False and len(weights) > 1:
+        raise ConfigError(
+            "Weighted `data.corpora` are mixed while streaming: set data.streaming = true or "
+            f"'auto'. Received: data.streaming=false, weights {sorted(weights)}"
+        )
+    if data.options:
+        raise ConfigError(
+            f"dataset='corpus' takes no `data.options`. Received: data.options={data.options!r}"
+        )
 
 
 def _check_keep_best(config):

@@ -44,7 +44,12 @@ from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.best import export_best, make_keep_best
 from keras_transformer.training.bleu import BleuCallback
-from keras_transformer.training.building import build_model, compile_model, load_splits
+from keras_transformer.training.building import (
+    build_model,
+    compile_model,
+    load_splits,
+    make_train_data,
+)
 from keras_transformer.training.checkpoints import (
     PeriodicCheckpoint,
     list_checkpoints,
@@ -162,25 +167,37 @@ def prepare_run(config, verbose="auto"):
 def _prepare_data(config, context, paths, report, initial=None):
     """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
     validation data and the epoch size."""
-    splits = load_splits(config.data)
-    report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
-           f"validation, {len(splits.test)} test pairs")
+    splits = load_splits(
+        config.data,
+        work_dir=os.path.join(paths.output_dir, "corpus"),
+        seed=config.training.seed,
+        progress=report,
+    )
+    streaming = splits.info.get("streaming", False)
+    num_train = splits.info["num_train"] if streaming else len(splits.train)
+    report(f"data: {config.data.dataset}: {num_train} train, {len(splits.validation)} "
+           f"validation, {len(splits.test)} test pairs" + (" (streamed)" if streaming else ""))
+    for line in splits.info.get("filters", ()):
+        report(f"data: {line}")
+    tokenizer_pairs = splits.info["scan"].tokenizer_sample if streaming else splits.train
     tokenizer, initial = fine_tune.load_run_tokenizer(
-        config, paths, splits.train, context.is_chief, initial
+        config, paths, tokenizer_pairs, context.is_chief, initial
     )
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
-           + (f" (from {config.training.init_from})" if initial is not None else ""))
+           + (f" (from {config.training.init_from})" if initial is not None else "")
+           + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
-    train_data = make_dataset(
-        splits.train,
+    train_data = make_train_data(
+        config.data,
+        splits,
         tokenizer,
-        tokens_per_batch=micro_batch_tokens(config.data.tokens_per_batch, accumulate),
-        max_length=config.data.max_length,
-        shuffle=True,
-        seed=config.training.seed,
-        bucket_boundaries=config.data.bucket_boundaries or None,
-        repeat=True,
+        micro_batch_tokens(config.data.tokens_per_batch, accumulate),
+        config.training.seed,
     )
+    if streaming:
+        report(f"data: about {train_data.num_dropped} training pairs longer than "
+               f"max_length={config.data.max_length} tokens are dropped as they stream "
+               "(estimated from the tokenizer's sample)")
     one_pass = sum(
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
