@@ -29,7 +29,12 @@ def run_handler(handler, args, debug=False, verbose=False):
         int, the exit status.
     """
     if not verbose:
-        quiet_framework_logs()
+        # A subcommand may say that this run loads no framework (`evaluate --hypotheses`).
+        loads_framework = getattr(args, "loads_framework", None)
+        if loads_framework is None or loads_framework(args):
+            quiet_framework_logs()
+        else:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         return handler(args)
     except user_errors() as failure:

@@ -12,7 +12,7 @@ model.weights.h5        the final (averaged) weights
 translator.keras        the Translator (model + tokenizer + beam search settings)
 preset/                 the same Translator as a preset directory (`Translator.from_preset`)
 saved_model/            the TensorFlow SavedModel serving strings
-metrics.json            test BLEU and exact match, steps, time, samples
+metrics.json            test BLEU, chrF and exact match, steps, time, samples
 stages.json             the stages after training that are done (see `training.stages`)
 best/, best.json        with `keep_best`: the best translator and the validations (`training.best`)
 ```
@@ -492,7 +492,8 @@ def _evaluate(run, stages):
         evaluated = {}
         if run.config.evaluation.test and test:
             evaluated = evaluate_translations(run.translator, test, verbose=report.enabled)
-            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, chrF {evaluated['test_chrf']:.2f}, "
+                   f"exact match "
                    f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
                    f"({evaluated['test_seconds']:.0f} s)")
         evaluated = stages.record("evaluated", **evaluated)
