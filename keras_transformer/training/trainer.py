@@ -51,14 +51,14 @@ from keras_transformer.training.checkpoints import (
     restore_checkpoint,
     save_weights_atomically,
 )
-from keras_transformer.training.config import TrainingConfig, load_config
+from keras_transformer.training.config import ConfigError, TrainingConfig, load_config
 from keras_transformer.training.evaluation import evaluate_translations
 from keras_transformer.training.run import FitOutcome, Run, RunPaths, TrainingResult
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
-from keras_transformer.training.time_limit import TimeLimit
+from keras_transformer.training.time_limit import StepRateForecast, TimeLimit
 
 # The 0.2.0 paths of names that moved out of this module, kept for one release.
 from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
@@ -125,6 +125,8 @@ def prepare_run(config, verbose="auto"):
     report = _Reporter(enabled=context.is_chief and verbose != 0)
     keras.utils.set_random_seed(config.training.seed)
     paths = RunPaths(os.path.abspath(config.output_dir))
+    # The corpus first: a data file the run cannot use is refused before anything is written.
+    splits = load_splits(config.data)
     if context.is_chief:
         os.makedirs(paths.output_dir, exist_ok=True)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
@@ -135,8 +137,8 @@ def prepare_run(config, verbose="auto"):
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
-    splits, tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
-        config, context, paths, report
+    tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
+        config, context, paths, report, splits
     )
     model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
     return Run(
@@ -157,26 +159,35 @@ def prepare_run(config, verbose="auto"):
     )
 
 
-def _prepare_data(config, context, paths, report):
-    """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
-    validation data and the epoch size."""
-    splits = load_splits(config.data)
+def _prepare_data(config, context, paths, report, splits):
+    """The tokenizer (and the translator of `init_from`), the training stream, the validation
+    data and the epoch size of the `splits`."""
     report(f"data: {config.data.dataset}: {len(splits.train)} train, {len(splits.validation)} "
            f"validation, {len(splits.test)} test pairs")
     tokenizer, initial = fine_tune.load_run_tokenizer(config, paths, splits.train, context.is_chief)
     report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
            + (f" (from {config.training.init_from})" if initial is not None else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
-    train_data = make_dataset(
-        splits.train,
-        tokenizer,
-        tokens_per_batch=micro_batch_tokens(config.data.tokens_per_batch, accumulate),
-        max_length=config.data.max_length,
-        shuffle=True,
-        seed=config.training.seed,
-        bucket_boundaries=config.data.bucket_boundaries or None,
-        repeat=True,
-    )
+    max_length = config.data.max_length
+    try:
+        train_data = make_dataset(
+            splits.train,
+            tokenizer,
+            tokens_per_batch=micro_batch_tokens(config.data.tokens_per_batch, accumulate),
+            max_length=max_length,
+            shuffle=True,
+            seed=config.training.seed,
+            bucket_boundaries=config.data.bucket_boundaries or None,
+            repeat=True,
+        )
+    except ValueError as error:
+        if not _all_too_long(error):
+            raise
+        raise ConfigError(
+            f"Every training pair is longer than data.max_length = {max_length} tokens once "
+            f"tokenized, so none is left to train on: raise data.max_length. "
+            f"Received: data.max_length={max_length}"
+        ) from None
     one_pass = sum(
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
@@ -187,16 +198,31 @@ def _prepare_data(config, context, paths, report):
            + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
-        validation_data = make_dataset(
-            splits.validation,
-            tokenizer,
-            tokens_per_batch=config.data.tokens_per_batch,
-            max_length=config.data.max_length,
-            bucket_boundaries=config.data.bucket_boundaries or None,
-            shuffle=False,
-        ).dataset
-        validation_data = context.prepare_dataset(validation_data)
-    return splits, tokenizer, initial, train_data, validation_data, steps_per_epoch
+        try:
+            validation_data = make_dataset(
+                splits.validation,
+                tokenizer,
+                tokens_per_batch=config.data.tokens_per_batch,
+                max_length=max_length,
+                bucket_boundaries=config.data.bucket_boundaries or None,
+                shuffle=False,
+            ).dataset
+        except ValueError as error:
+            if not _all_too_long(error):
+                raise
+            logger.warning(
+                "data: every validation pair is longer than data.max_length = %d tokens: "
+                "training runs without a validation loss",
+                max_length,
+            )
+        else:
+            validation_data = context.prepare_dataset(validation_data)
+    return tokenizer, initial, train_data, validation_data, steps_per_epoch
+
+
+def _all_too_long(error):
+    """Whether `make_dataset` refused its pairs for being all longer than `max_length`."""
+    return str(error).startswith("Every pair is longer than `max_length`")
 
 
 def _prepare_model(config, context, tokenizer, report, initial=None):
@@ -304,6 +330,8 @@ def _callbacks(run, backup, time_limit):
     callback_list = [backup, checkpoints, _StopAtStep(training.train_steps, backup)]
     if time_limit is not None:
         callback_list.append(time_limit)
+    if context.is_chief:
+        callback_list.append(StepRateForecast(training.train_steps, backup, run.report, time_limit))
     if evaluation.bleu_every >= 0 and run.splits.validation:
         pairs = run.splits.validation[: evaluation.bleu_sentences or None]
         callback_list.append(
