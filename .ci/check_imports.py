@@ -27,7 +27,7 @@ import sys
 # The layers, bottom first. Within a layer, modules may import each other (without cycles).
 LAYERS = [
     # Base helpers: no model code.
-    ["version", "_lazy", "_checks", "_progress", "files", "buckets", "_backend"],
+    ["version", "_lazy", "_checks", "files", "buckets", "_backend"],
     # Keras objects.
     ["hyperparameters", "layers", "losses", "metrics", "schedules", "optimizers"],
     # The file formats, handed the classes they read and write.

@@ -82,7 +82,9 @@ def main(argv=None):
         int, the exit status.
     """
     args = build_parser().parse_args(argv)
-    return run_handler(args.handler, args, debug=args.debug, verbose=args.framework_logs)
+    # `train --verbose 2` (0.2.0's progress option) leaves a string: not the logs flag.
+    verbose = args.framework_logs is True
+    return run_handler(args.handler, args, debug=args.debug, verbose=verbose)
 
 
 def build_parser():

@@ -123,6 +123,28 @@ def positive_int(text):
     return value
 
 
+def cli_spelling(message, options):
+    """`message` with Python argument names in the command's spellings.
+
+    Args:
+        message: str. An error message naming arguments as Python does (`` `beam_size` ``,
+            `beam_size=5`, `` `overwrite=True` ``).
+        options: dict `{python name: command-line option}`, e.g.
+            `{"num_hypotheses": "--n-best"}`.
+
+    Example:
+
+    >>> cli_spelling("`num_hypotheses` must be <= 4. Received: num_hypotheses=5",
+    ...              {"num_hypotheses": "--n-best"})
+    '--n-best must be <= 4. Received: --n-best 5'
+    """
+    message = " ".join(message.split())
+    for name, option in options.items():
+        message = message.replace(f"`{name}=True`", option).replace(f"`{name}=False`", f"no {option}")
+        message = message.replace(f"`{name}`", option).replace(f"{name}=", f"{option} ")
+    return message
+
+
 def print_note(message):
     print(f"{PROGRAM}: note: {message}", file=sys.stderr)
 

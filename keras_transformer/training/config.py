@@ -202,7 +202,7 @@ class TrainingSection:
     Args:
         train_steps: int. Optimizer steps in all (paper base: 100,000). Defaults to `100000`.
         steps_per_epoch: int. Steps between end-of-epoch work (validation loss, BLEU,
-            TensorBoard); `0` means one pass over the training data. The last epoch is
+            TensorBoard); `0` means one pass over the training data, at least 100 steps. The last epoch is
             shortened so that the total is exactly `train_steps`. Defaults to `0`.
         minutes: float. Time budget in minutes, counted from the start of `train` (data and
             tokenizer included); when it is spent, training stops after the current step and

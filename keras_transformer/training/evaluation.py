@@ -6,8 +6,8 @@ references with sacreBLEU (`keras_transformer.training.scores`).
 
 import time
 
-from keras_transformer._progress import progress
 from keras_transformer.training.bleu import exact_match
+from keras_transformer.training.progress import progress
 from keras_transformer.training.scores import score_corpus
 
 

@@ -93,8 +93,8 @@ class StepRateForecast(keras.callbacks.Callback):
         report: callable, str -> None. Where the line goes.
         time_limit: `TimeLimit` or `None`. The budget.
         hours: float. Without a budget, the projected time worth a warning. Defaults to `1`.
-        skip: int. Steps not timed. Defaults to `3`.
-        measure: int. Steps timed. Defaults to `20`.
+        skip: int. Steps not timed. Defaults to `2`.
+        measure: int. Steps timed. Defaults to `10`.
 
     Attributes:
         message: str or `None`. The line reported.
@@ -111,7 +111,7 @@ class StepRateForecast(keras.callbacks.Callback):
     """
 
     def __init__(
-        self, train_steps, step_counter, report, time_limit=None, hours=1.0, skip=3, measure=20
+        self, train_steps, step_counter, report, time_limit=None, hours=1.0, skip=2, measure=10
     ):
         super().__init__()
         self.train_steps = train_steps

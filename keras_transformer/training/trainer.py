@@ -29,6 +29,7 @@ not recorded.
 import logging
 import math
 import os
+import sys
 import time
 
 import keras
@@ -65,6 +66,10 @@ from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_
 from keras_transformer.translator import Translator
 
 logger = logging.getLogger("keras_transformer")
+
+# The fewest steps of an epoch (the end-of-epoch validation, BLEU and checkpoint) when
+# `training.steps_per_epoch` is unset.
+MIN_EPOCH_STEPS = 100
 
 
 def train(config, callbacks=None, verbose="auto", init_from=None):
@@ -192,7 +197,11 @@ def _prepare_data(config, context, paths, report, splits):
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
-    steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
+    # Unset: one pass over the data, but at least MIN_EPOCH_STEPS steps, so that a small
+    # corpus does not validate (loss and BLEU) after every few steps.
+    steps_per_epoch = config.training.steps_per_epoch or max(
+        MIN_EPOCH_STEPS, math.ceil(one_pass / accumulate)
+    )
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
            f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
            + (f", {accumulate} batches per step" if accumulate > 1 else ""))
@@ -218,6 +227,14 @@ def _prepare_data(config, context, paths, report, splits):
         else:
             validation_data = context.prepare_dataset(validation_data)
     return tokenizer, initial, train_data, validation_data, steps_per_epoch
+
+
+def _fit_verbosity(verbose):
+    """`fit`'s `verbose`: `"auto"` is a progress bar on a terminal, and one line per epoch
+    (no carriage returns or escape codes) when the output is a file or a pipe."""
+    if verbose != "auto":
+        return verbose
+    return 1 if sys.stdout.isatty() else 2
 
 
 def _all_too_long(error):
@@ -422,7 +439,7 @@ def _fit(run, fits, callback_list, stoppers, verbose, final_weights=None):
                 validation_data=run.validation_data,
                 shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
                 callbacks=callback_list,
-                verbose=verbose if context.is_chief else 0,
+                verbose=_fit_verbosity(verbose) if context.is_chief else 0,
             )
             for key, values in fit_history.history.items():
                 history.setdefault(key, []).extend(values)
@@ -506,7 +523,8 @@ def _average(run, stages):
         with context.scope():
             checkpoints_averaged = average_last_checkpoints(model, paths.checkpoints, keep)
         if checkpoints_averaged:
-            report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
+            count = len(checkpoints_averaged)
+            report(f"averaged the last {count} checkpoint{'s' if count > 1 else ''} (steps "
                    f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
     save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
     return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
@@ -548,9 +566,12 @@ def _export(run, stages):
         exported_from = run.translator
         if config.export.translator and not _backend.is_tensorflow():
             exported_from = paths.translator
+        report("exporting the SavedModel (it compiles the search: a minute or more on a CPU)")
         export_saved_model(exported_from, paths.saved_model)
         report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
         if samples:
+            report(f"translating {len(samples)} samples with the exported SavedModel (it "
+                   "compiles on its first call)")
             translations = load_translator(paths.saved_model, engine="saved_model")(samples)
             exported["samples"] = [
                 {"source": source, "translation": translation}

@@ -187,7 +187,7 @@ def test_saving_replaces_a_preset_but_never_another_directory(translator, preset
     (other / "notes.txt").write_text("mine")
     with pytest.raises(
         ValueError,
-        match=r"new, empty or an earlier preset.*without metadata.json that holds 1 entries",
+        match=r"new, empty or an earlier preset.*without metadata.json that holds 1 entry",
     ):
         translator.save_to_preset(other)
     assert (other / "notes.txt").read_text() == "mine"
