@@ -197,10 +197,10 @@ def _prepare_data(config, context, paths, report, splits):
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
-    # Unset: one pass over the data, but at least MIN_EPOCH_STEPS steps, so that a small
-    # corpus does not validate (loss and BLEU) after every few steps.
+    # Unset: one pass over the data, but at least MIN_EPOCH_STEPS steps (or all the steps of
+    # a shorter run), so that a small corpus does not validate after every few steps.
     steps_per_epoch = config.training.steps_per_epoch or max(
-        MIN_EPOCH_STEPS, math.ceil(one_pass / accumulate)
+        min(MIN_EPOCH_STEPS, config.training.train_steps), math.ceil(one_pass / accumulate)
     )
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
            f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
