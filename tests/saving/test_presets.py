@@ -344,7 +344,7 @@ def test_cli_translates_with_a_preset_directory(translator, preset, capsysbinary
     assert main(["translate", "--model", preset, "--scores", "tres", "cuarenta y dos"]) == 0
     lines = capsysbinary.readouterr().out.decode().splitlines()
     expected = translator.translate(["tres", "cuarenta y dos"])
-    assert lines == [f"{t.score:.4f}\t{t.text}" for t in expected]
+    assert lines == [f"{t.score:.6f}\t{t.text}" for t in expected]  # as --n-best: 6 decimals
 
 
 @pytest.mark.slow
