@@ -5,6 +5,7 @@ keras-transformer translate --model exported/ "¿Dónde está?" "Hola."
 printf 'Hola.\\n¿Dónde está?\\n' | keras-transformer translate --model exported/
 keras-transformer export translator.keras exported/
 keras-transformer train --config configs/demo.toml
+keras-transformer evaluate --model runs/demo --sources test.es --references test.en
 ```
 
 `translate` opens its model with `keras_transformer.engines.load_translator`: an exported
@@ -33,7 +34,11 @@ model) ends with one line on standard error, `keras-transformer: error: ...`, an
 status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
 feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL` is set.
 
-Each subcommand is a module of this package (`translate`, `export`, `train`) with an
+`evaluate` scores a model's translations of a file (or translations made already) with
+sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired
+bootstrap resampling (see `keras_transformer.cli.evaluate`).
+
+Each subcommand is a module of this package (`translate`, `export`, `train`, `evaluate`) with an
 `add_<name>_parser(subparsers)` function that registers its arguments and its handler
 `run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
 framework at import time, so `--help` loads none.
@@ -50,6 +55,7 @@ from keras_transformer.cli.common import (
     run_handler,
     user_errors,
 )
+from keras_transformer.cli.evaluate import add_evaluate_parser
 from keras_transformer.cli.export import add_export_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
@@ -76,7 +82,9 @@ def main(argv=None):
         int, the exit status.
     """
     args = build_parser().parse_args(argv)
-    return run_handler(args.handler, args, debug=args.debug, verbose=args.framework_logs)
+    # `train --verbose 2` (0.2.0's progress option) leaves a string: not the logs flag.
+    verbose = args.framework_logs is True
+    return run_handler(args.handler, args, debug=args.debug, verbose=verbose)
 
 
 def build_parser():
@@ -90,6 +98,7 @@ def build_parser():
     add_translate_parser(subparsers)
     add_export_parser(subparsers)
     add_train_parser(subparsers)
+    add_evaluate_parser(subparsers)
     return parser
 
 

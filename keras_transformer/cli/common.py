@@ -29,7 +29,12 @@ def run_handler(handler, args, debug=False, verbose=False):
         int, the exit status.
     """
     if not verbose:
-        quiet_framework_logs()
+        # A subcommand may say that this run loads no framework (`evaluate --hypotheses`).
+        loads_framework = getattr(args, "loads_framework", None)
+        if loads_framework is None or loads_framework(args):
+            quiet_framework_logs()
+        else:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         return handler(args)
     except user_errors() as failure:
@@ -116,6 +121,28 @@ def positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
     return value
+
+
+def cli_spelling(message, options):
+    """`message` with Python argument names in the command's spellings.
+
+    Args:
+        message: str. An error message naming arguments as Python does (`` `beam_size` ``,
+            `beam_size=5`, `` `overwrite=True` ``).
+        options: dict `{python name: command-line option}`, e.g.
+            `{"num_hypotheses": "--n-best"}`.
+
+    Example:
+
+    >>> cli_spelling("`num_hypotheses` must be <= 4. Received: num_hypotheses=5",
+    ...              {"num_hypotheses": "--n-best"})
+    '--n-best must be <= 4. Received: --n-best 5'
+    """
+    message = " ".join(message.split())
+    for name, option in options.items():
+        message = message.replace(f"`{name}=True`", option).replace(f"`{name}=False`", f"no {option}")
+        message = message.replace(f"`{name}`", option).replace(f"{name}=", f"{option} ")
+    return message
 
 
 def print_note(message):

@@ -2,26 +2,46 @@
 model directory (`keras_transformer.export`)."""
 
 import argparse
+import os
 import sys
 
-from keras_transformer.cli.common import PROGRAM, add_common_arguments, positive_int, print_error
+from keras_transformer.cli.common import (
+    PROGRAM,
+    add_common_arguments,
+    cli_spelling,
+    positive_int,
+    print_error,
+)
+
+# The Python names of the options, as errors of the exporters spell them.
+EXPORT_OPTIONS = {
+    "overwrite": "--overwrite",
+    "version": "--version",
+    "beam_size": "--beam-size",
+    "num_hypotheses": "--num-hypotheses",
+    "warmup_batch_size": "--warmup-batch-size",
+    "quantization": "--quantization",
+}
 
 
 def add_export_parser(subparsers):
     """Registers the `export` subcommand on an `argparse` subparsers object."""
     parser = subparsers.add_parser(
         "export",
-        help="export a saved Translator (.keras or preset) as a TensorFlow SavedModel serving "
-        "strings",
+        help="export a saved Translator (.keras, preset or run directory) as a TensorFlow "
+        "SavedModel serving strings, or as a CTranslate2 model (--format ctranslate2)",
         description=(
-            "Exports the Translator saved in TRANSLATOR (a .keras file or a preset directory, "
-            "from any backend) as a "
-            "TensorFlow SavedModel in OUTPUT. The export runs on the TensorFlow backend: under "
+            "Exports the Translator saved in TRANSLATOR (a .keras file, a preset directory or "
+            "a training run's directory, from any backend) as a TensorFlow SavedModel (or, "
+            "with --format ctranslate2, a CTranslate2 model) in OUTPUT. The export runs on the TensorFlow backend: under "
             "another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow subprocess."
         ),
     )
     parser.add_argument(
-        "translator", metavar="TRANSLATOR", help="Translator .keras file or preset directory"
+        "translator",
+        metavar="TRANSLATOR",
+        help="Translator .keras file, preset directory or training run directory (its "
+        "translator.keras)",
     )
     parser.add_argument(
         "output", metavar="OUTPUT", help="directory to write (with --version, the base path)"
@@ -82,6 +102,7 @@ def run_export(args):
     # `export_saved_model` runs the export in a KERAS_BACKEND=tensorflow subprocess.
     from keras_transformer.export import export_ctranslate2, export_saved_model
 
+    translator = run_translator(args.translator)
     written = args.output
     saved_model_only = {
         "num_hypotheses": args.num_hypotheses,
@@ -96,7 +117,7 @@ def run_export(args):
                         f"Received: {name}={value!r}"
                     )
             written = export_ctranslate2(
-                args.translator,
+                translator,
                 args.output,
                 quantization=args.quantization,
                 beam_size=args.beam_size,
@@ -111,7 +132,7 @@ def run_export(args):
             )
         else:
             written = export_saved_model(
-                args.translator,
+                translator,
                 args.output,
                 beam_size=args.beam_size,
                 alpha=args.alpha,
@@ -120,8 +141,22 @@ def run_export(args):
                 version=args.version,
                 **saved_model_only,
             )
+    except (ValueError, OSError) as error:  # The user's to fix: a bad option, path or file.
+        message = cli_spelling(f"{type(error).__name__}: {error}", EXPORT_OPTIONS)
+        print_error(f"cannot export {args.translator!r}: {message}")
+        return 2
     except Exception as error:  # Reported, not a traceback.
         print_error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
         return 1
     print(f"{PROGRAM}: wrote {written}", file=sys.stderr)
     return 0
+
+
+def run_translator(path):
+    """`path`, or the `translator.keras` of a training run's output directory `path` (a
+    directory that is no preset: a preset holds `metadata.json`)."""
+    keras_file = os.path.join(path, "translator.keras")
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "metadata.json")):
+        if os.path.isfile(keras_file):
+            return keras_file
+    return path

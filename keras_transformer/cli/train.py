@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 
 from keras_transformer.cli.common import add_common_arguments, run_handler
 from keras_transformer.training.config import (
@@ -20,6 +21,9 @@ from keras_transformer.training.config import (
     load_config,
     parse_value,
 )
+
+# `--progress`: Keras' `verbose` of `fit`.
+PROGRESS = ("auto", "0", "1", "2")
 
 
 def add_train_parser(subparsers):
@@ -96,10 +100,22 @@ def add_train_arguments(parser):
         help="override any setting, VALUE in TOML syntax (repeatable), e.g. --set model.preset=tiny",
     )
     parser.add_argument(
-        "--verbose",
-        choices=["auto", "0", "1", "2"],
+        "--progress",
+        choices=PROGRESS,
         default="auto",
-        help="Keras progress bar: auto, 0 (silent), 1 (bar), 2 (one line per epoch)",
+        help="Keras progress: 1 (a bar redrawn in place), 2 (one line per epoch), 0 (none), "
+        "auto (default: 1 on a terminal, 2 when the output is a file or a pipe)",
+    )
+    # `--verbose` means what it means for every command (keep TensorFlow's start-up logs);
+    # `--verbose N`, the progress option of 0.2.0, is still read as `--progress N`.
+    parser.add_argument(
+        "--verbose",
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        dest="framework_logs",
+        metavar="",
+        help="keep TensorFlow's start-up logs (CUDA probes, CPU feature banners)",
     )
     parser.add_argument(
         "--print-config", action="store_true", help="print the resolved config and exit"
@@ -150,9 +166,30 @@ def run_train(args):
     # Loads Keras and the backend's framework (seconds): only once the command runs.
     from keras_transformer.training.trainer import train
 
-    verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
-    train(config, verbose=verbose)
+    train(config, verbose=progress_mode(args))
     return 0
+
+
+def progress_mode(args):
+    """The `verbose` of `train` for `--progress` (or the 0.2.0 spelling `--verbose N`): `"auto"`
+    is `1` (a progress bar) on a terminal and `2` (a line per epoch, no escape codes)
+    elsewhere.
+
+    Raises:
+        ConfigError: `--verbose` with a value that is no progress mode.
+    """
+    progress = args.progress
+    legacy = getattr(args, "framework_logs", None)
+    if isinstance(legacy, str):
+        if legacy not in PROGRESS:
+            raise ConfigError(
+                f"train --verbose takes no value (it keeps TensorFlow's logs); the progress "
+                f"is --progress {{{','.join(PROGRESS)}}}. Received: --verbose {legacy}"
+            )
+        progress = legacy
+    if progress == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    return int(progress)
 
 
 def check_before_training(config, source):
@@ -210,4 +247,5 @@ def main(argv=None):
     add_train_arguments(parser)
     add_common_arguments(parser, verbose=False)
     args = parser.parse_args(argv)
-    return run_handler(run_train, args, debug=args.debug)
+    verbose = getattr(args, "framework_logs", None) is True
+    return run_handler(run_train, args, debug=args.debug, verbose=verbose)

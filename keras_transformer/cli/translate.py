@@ -6,10 +6,18 @@ import argparse
 import os
 import sys
 
-from keras_transformer.cli.common import add_common_arguments, positive_int, print_error, print_note
+from keras_transformer.cli.common import (
+    add_common_arguments,
+    cli_spelling,
+    positive_int,
+    print_error,
+    print_note,
+)
 
 # The engines of `keras_transformer.engines.ENGINES` (that module loads a framework).
 ENGINES = ("keras", "saved_model", "ctranslate2")
+# The Python names of the options, as errors of the engines spell them.
+TRANSLATE_OPTIONS = {"num_hypotheses": "--n-best", "n_best": "--n-best", "beam_size": "--beam-size"}
 
 
 def add_translate_parser(subparsers):
@@ -36,7 +44,7 @@ def add_translate_parser(subparsers):
         default=32,
         help="lines of standard input translated together (default: 32)",
     )
-    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines")
+    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines (6 decimals, as --n-best)")
     parser.add_argument(
         "--n-best",
         type=positive_int,
@@ -81,7 +89,7 @@ def run_translate(args):
         try:
             check_options(translator, args.beam_size, args.n_best)
         except ValueError as error:
-            print_error(" ".join(str(error).split()))
+            print_error(cli_spelling(str(error), TRANSLATE_OPTIONS))
             return 2
     length = translator.max_source_length
     limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
@@ -103,7 +111,7 @@ def run_translate(args):
             truncated = [options[0].truncated for options in results]
         except Exception as error:
             print_error(
-                f"sentences {offset + 1}-{offset + len(batch)} failed: "
+                f"input lines {offset + 1}-{offset + len(batch)} failed: "
                 f"{type(error).__name__}: {error}"
             )
             # A failed sentence prints an empty line (no line at all with --n-best).
@@ -112,8 +120,12 @@ def run_translate(args):
             status = 1
         for index, flag in enumerate(truncated):
             if flag:
+                # Input lines count from 1 (as editors do); n-best INDEX from 0 (Moses).
+                where = f"input line {offset + index + 1}"
+                if args.n_best:
+                    where += f" (n-best INDEX {offset + index})"
                 print_note(
-                    f"sentence {offset + index + 1} is longer than the model's maximum source "
+                    f"{where} is longer than the model's maximum source "
                     f"length{limit}; only its beginning was translated"
                 )
         for index, options in enumerate(hypotheses):
@@ -122,7 +134,7 @@ def run_translate(args):
                 if args.n_best:
                     line = f"{offset + index} ||| {line} ||| {float(score):.6f}"
                 elif args.scores:
-                    line = f"{float(score):.4f}\t{line}"
+                    line = f"{float(score):.6f}\t{line}"
                 output.write(line.encode("utf-8", errors="replace") + b"\n")
         output.flush()
         offset += len(batch)

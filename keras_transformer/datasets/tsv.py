@@ -82,8 +82,9 @@ def read_tsv(path, source_column=0, target_column=1, num_columns=2, lenient=Fals
                 reason = f"expected {num_columns} tab-separated columns, found {len(fields)}"
             if not lenient:
                 raise TsvFormatError(
-                    f"{path}, line {line_number}: {reason}. Fix the line, or pass "
-                    "lenient=True to skip and count malformed lines."
+                    f"{path}, line {line_number}: {reason}. Fix the line, or skip and count "
+                    "malformed lines: lenient=True in Python, --set "
+                    "'data.options={lenient=true}' on the command line."
                 )
             skipped.append((line_number, reason))
     if skipped:

@@ -169,7 +169,11 @@ def _check_destination(directory):
         entries = os.listdir(directory)
         if not entries or METADATA_FILE in entries:
             return
-        found = f"a directory without {METADATA_FILE} that holds {len(entries)} entries"
+        count = len(entries)
+        found = (
+            f"a directory without {METADATA_FILE} that holds {count} entr"
+            f"{'ies' if count > 1 else 'y'}"
+        )
     else:
         found = "a file"
     raise ValueError(
@@ -484,7 +488,7 @@ class _Reader:
         listed = "".join(f"\n- {problem}" for problem in problems)
         raise ValueError(
             f"The preset directory cannot be loaded as a {self.class_name} ({len(problems)} "
-            f"problem{'s' if len(problems) > 1 else ''}):{listed}\n"
+            f"problem{'s' if len(problems) > 1 else ''}):{listed}\n{_run_hint(self.directory)}"
             f"Received: directory={self.directory!r}"
         )
 
@@ -519,6 +523,24 @@ def _link_outside(path, roots, directory):
         f"{os.path.relpath(link, directory)}: a symbolic link leading outside the preset (to {target!r}); a preset's "
         "files may link only to files inside it (or, in a Hugging Face cache snapshot, to "
         "its repository's blobs/)"
+    )
+
+
+def _run_hint(directory):
+    """A line pointing at what a training run's output directory holds, else `""`."""
+    directory = os.fspath(directory)
+    found = [
+        name
+        for name in ("preset", "translator.keras", "best", "saved_model")
+        if os.path.exists(os.path.join(directory, name))
+    ]
+    if not found:
+        return ""
+    paths = ", ".join(repr(os.path.join(directory, name)) for name in found)
+    return (
+        f"This looks like a training run's output directory: load one of what it holds "
+        f"instead ({paths}; `keras-transformer translate --model` takes the run directory "
+        "itself).\n"
     )
 
 

@@ -440,4 +440,13 @@ def train_sentencepiece(
         len(sentences),
         time.perf_counter() - start,
     )
+    if tokenizer.vocabulary_size() < vocabulary_size:
+        # `hard_vocab_limit=False`: a small corpus yields what it has, which is fine; say so.
+        logger.warning(
+            "train_sentencepiece: the corpus gave %d pieces, fewer than the %d asked "
+            "(vocabulary_size); the model uses %d.",
+            tokenizer.vocabulary_size(),
+            vocabulary_size,
+            tokenizer.vocabulary_size(),
+        )
     return tokenizer

@@ -14,8 +14,11 @@ logger = logging.getLogger("keras_transformer")
 
 
 def corpus_bleu(hypotheses, references):
-    """Corpus BLEU with sacrebleu's default settings (13a tokenization, exponential smoothing
-    off), on a 0-100 scale.
+    """Corpus BLEU with sacreBLEU's default settings, on a 0-100 scale: 13a tokenization,
+    mixed case, and `exp` smoothing (sacreBLEU's default, on: an n-gram order without a match
+    counts as 1 / 2^k matches instead of zeroing the score); the signature is
+    `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp`. `keras_transformer.training.scores` also
+    gives chrF, TER and the signatures.
 
     Args:
         hypotheses: list of str.

@@ -1,12 +1,14 @@
 """What a training run is built from: its data splits, its `Transformer` and how it is
 compiled (the paper's optimizer, label-smoothed loss and a masked accuracy)."""
 
+import logging
 import os
 
 import keras
 
 from keras_transformer import datasets
 from keras_transformer.data import make_dataset, make_streaming_dataset
+from keras_transformer.datasets.corpus import open_lines
 from keras_transformer.losses import GlobalTokenMeanCrossentropy, LabelSmoothedCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
@@ -17,14 +19,38 @@ from keras_transformer.training.mirrored import enable_replica_jit
 
 STREAMING_BYTES = 1 << 30  # `streaming = "auto"` streams corpora larger than this
 
+logger = logging.getLogger("keras_transformer")
+
+# The held-out splits of a corpus when `data.num_validation` / `data.num_test` are unset:
+# 5 % of the pairs each, at most the built-in datasets' 1000, at least 1 (`held_out_size`).
+HELD_OUT_FRACTION = 0.05
+MAX_HELD_OUT = 1000
+# The fewest pairs a corpus with unset held-out sizes may have: 1 validation, 1 test and 8
+# training pairs.
+MIN_PAIRS = 10
+
+
+def held_out_size(num_pairs):
+    """The validation (and test) size of a corpus of `num_pairs` pairs when the config leaves
+    it unset: min(1000, 5 % of the pairs), at least 1.
+
+    Example:
+
+    >>> held_out_size(700), held_out_size(2000), held_out_size(100_000), held_out_size(12)
+    (35, 100, 1000, 1)
+    """
+    return min(MAX_HELD_OUT, max(1, int(num_pairs * HELD_OUT_FRACTION)))
+
 
 def load_splits(data, work_dir=None, seed=0, progress=None):
     """The `Splits(train, validation, test)` of `(source, target)` strings of a `DataConfig`.
 
-    `tsv` and `corpus` pairs go through the filters (`keras_transformer.datasets.corpus`);
-    `info["filters"]` holds the summary lines. A streamed corpus (`info["streaming"]`) has
-    `train = None`: `info["scan"]` (the `CorpusScan`) says where its training pairs are, and
-    its keys files are written under `work_dir`.
+    Unset held-out sizes (`data.num_validation`, `data.num_test`) are 1000 for the built-in
+    datasets and `held_out_size(pairs)` for a corpus. `tsv` and `corpus` pairs go through the
+    filters (`keras_transformer.datasets.corpus`); `info["filters"]` holds the summary lines. A
+    streamed corpus (`info["streaming"]`) has `train = None`: `info["scan"]` (the
+    `CorpusScan`) says where its training pairs are, and its keys files are written under
+    `work_dir`.
 
     Args:
         data: `DataConfig`.
@@ -32,25 +58,114 @@ def load_splits(data, work_dir=None, seed=0, progress=None):
             streaming).
         seed: int. Seed of the tokenizer sample. Defaults to `0`.
         progress: callable, str -> None, for the lines of a long scan. Defaults to `None`.
+
+    Raises:
+        ConfigError: a corpus without pairs, or too small for its held-out splits, or whose
+            every pair is longer than `data.max_length` (one line naming the settings).
     """
     options = dict(data.options)
+    if data.dataset in ("number_words", "sword_bible"):
+        dataset = datasets.number_words if data.dataset == "number_words" else datasets.sword_bible
+        sizes = {
+            "num_validation": MAX_HELD_OUT if data.num_validation is None else data.num_validation,
+            "num_test": MAX_HELD_OUT if data.num_test is None else data.num_test,
+        }
+        return dataset(**sizes, **options)
     if data.dataset == "corpus":
         return _load_corpus(data, work_dir, seed, progress)
-    if data.dataset == "number_words":
-        return datasets.number_words(
-            num_validation=data.num_validation, num_test=data.num_test, **options
+    read = list(datasets.read_tsv(data.path, **options))
+    corpus = f"data.path={data.path!r}"
+    check_corpus_size(data, len(read), corpus)
+    check_lengths(data, read, corpus)
+    pairs, removed = datasets.filter_pairs(read, data.max_length_ratio, data.remove_duplicates)
+    if removed and sum(removed.values()):
+        corpus += (
+            f" (the filters removed {sum(removed.values())} of its {len(read)} pairs: "
+            "data.remove_duplicates, data.max_length_ratio)"
         )
-    if data.dataset == "sword_bible":
-        return datasets.sword_bible(
-            num_validation=data.num_validation, num_test=data.num_test, **options
+    num_validation, num_test = check_corpus_size(data, len(pairs), corpus)
+    splits = datasets.split_pairs(pairs, num_validation=num_validation, num_test=num_test)
+    splits.info["filters"] = datasets.filter_summary(removed, len(read), data.max_length_ratio)
+    warn_small_splits(splits, num_validation, num_test)
+    if not splits.train:
+        raise ConfigError(
+            f"No training pairs are left: the {len(pairs)} pairs of {data.path!r} all went to "
+            f"validation ({len(splits.validation)}) and test ({len(splits.test)}); lower "
+            f"data.num_validation or data.num_test. Received: data.num_validation="
+            f"{num_validation}, data.num_test={num_test}"
         )
-    pairs = datasets.read_tsv(data.path, **options)
-    pairs, removed = datasets.filter_pairs(pairs, data.max_length_ratio, data.remove_duplicates)
-    splits = datasets.split_pairs(pairs, num_validation=data.num_validation, num_test=data.num_test)
-    splits.info["filters"] = datasets.filter_summary(
-        removed, len(pairs) + sum(removed.values()), data.max_length_ratio
-    )
     return splits
+
+
+def check_corpus_size(data, num_pairs, corpus):
+    """The held-out sizes of a corpus of `num_pairs` pairs (unset ones from `held_out_size`).
+
+    Raises:
+        ConfigError: no pairs, fewer than `MIN_PAIRS` with unset sizes, or set sizes that
+            leave no training pair; the message names `corpus` and the settings.
+    """
+    if num_pairs == 0:
+        raise ConfigError(
+            f"The corpus holds no pairs (an empty file, or only blank lines): give it "
+            f"'source<TAB>target' lines. Received: {corpus}"
+        )
+    unset = data.num_validation is None or data.num_test is None
+    if unset and num_pairs < MIN_PAIRS:
+        raise ConfigError(
+            f"The corpus holds {num_pairs} pairs: a run needs at least {MIN_PAIRS} (a training "
+            "split, and data.num_validation and data.num_test held out), or set "
+            f"data.num_validation and data.num_test yourself. Received: {corpus}"
+        )
+    num_validation = held_out_size(num_pairs) if data.num_validation is None else data.num_validation
+    num_test = held_out_size(num_pairs) if data.num_test is None else data.num_test
+    if num_validation + num_test >= num_pairs:
+        suggestion = held_out_size(num_pairs)
+        raise ConfigError(
+            f"data.num_validation + data.num_test = {num_validation + num_test} leaves no "
+            f"training pair of the corpus's {num_pairs} pairs: lower them (e.g. --set "
+            f"data.num_validation={suggestion} --set data.num_test={suggestion}), or leave them "
+            f"out for min(1000, 5 %) each. Received: data.num_validation={num_validation}, "
+            f"data.num_test={num_test}, {corpus}"
+        )
+    return num_validation, num_test
+
+
+def check_lengths(data, pairs, corpus):
+    """Raises a `ConfigError` when no pair can fit in `data.max_length` tokens.
+
+    Checked before a tokenizer is trained (nothing is written yet), with a bound every
+    tokenizer respects: each whitespace-separated word is at least one token, plus
+    `[START]` and `[END]`.
+    """
+    shortest = min(max(len(source.split()), len(target.split())) for source, target in pairs)
+    if shortest + 2 > data.max_length:
+        raise ConfigError(
+            f"Every pair is longer than data.max_length = {data.max_length} tokens (the "
+            f"shortest has {shortest} words on one side, i.e. at least {shortest + 2} tokens "
+            "with [START] and [END]), so training would drop them all: raise data.max_length. "
+            f"Received: data.max_length={data.max_length}, {corpus}"
+        )
+
+
+def warn_small_splits(splits, num_validation, num_test):
+    """Logs a warning for each held-out split smaller than asked (pairs sharing a source stay
+    in one split, so a corpus of few distinct sources cannot fill them)."""
+    for name, asked, split in (
+        ("validation", num_validation, splits.validation),
+        ("test", num_test, splits.test),
+    ):
+        if len(split) < asked:
+            groups = splits.info.get("num_groups") if splits.info else None
+            logger.warning(
+                "data: the %s split holds %d pairs, not the %d asked (data.num_%s): pairs "
+                "with the same source sentence stay in one split, and the corpus has %s "
+                "distinct sources",
+                name,
+                len(split),
+                asked,
+                name,
+                groups if groups is not None else "few",
+            )
 
 
 def is_streaming(data):
@@ -67,12 +182,19 @@ def _load_corpus(data, work_dir, seed, progress):
     streaming = is_streaming(data)
     if streaming and work_dir is None:
         raise ValueError("Streaming a corpus needs `work_dir`. Received: work_dir=None")
+    corpora = corpus_list(data)
+    num_validation, num_test = data.num_validation, data.num_test
+    if num_validation is None or num_test is None:  # sized from the corpus's line count
+        num_pairs = sum(_count_pairs(corpus) for corpus in corpora)
+        num_validation, num_test = check_corpus_size(
+            data, num_pairs, f"data: {len(corpora)} corpus file(s)"
+        )
     if streaming:
         os.makedirs(work_dir, exist_ok=True)
     scan = datasets.scan_corpora(
-        corpus_list(data),
-        data.num_validation,
-        data.num_test,
+        corpora,
+        num_validation,
+        num_test,
         max_length_ratio=data.max_length_ratio,
         remove_duplicates=data.remove_duplicates,
         sample_size=data.tokenizer_sample,
@@ -84,8 +206,8 @@ def _load_corpus(data, work_dir, seed, progress):
     if not sum(scan.num_train):
         raise ConfigError(
             f"No training pairs left: the corpus has {scan.splits.info['num_pairs']} pairs after "
-            f"the filters, all held out. Received: data.num_validation={data.num_validation}, "
-            f"data.num_test={data.num_test}"
+            f"the filters, all held out. Received: data.num_validation={num_validation}, "
+            f"data.num_test={num_test}"
         )
     splits = scan.splits
     splits.info.update(
@@ -94,6 +216,7 @@ def _load_corpus(data, work_dir, seed, progress):
         num_train=sum(scan.num_train),
         filters=scan.summary_lines(data.max_length_ratio),
     )
+    warn_small_splits(splits, num_validation, num_test)
     return splits
 
 
@@ -120,6 +243,20 @@ def make_train_data(data, splits, tokenizer, tokens_per_batch, seed):
         sample=scan.tokenizer_sample,
         **arguments,
     )
+
+
+def _count_pairs(corpus):
+    """The lines of a corpus (a `datasets.Corpus`): of its TSV, or of its aligned files, which
+    must have as many (else a `CorpusFormatError` naming both)."""
+    if corpus.path:
+        return sum(1 for _ in open_lines(corpus.path))
+    counts = [sum(1 for _ in open_lines(path)) for path in (corpus.source, corpus.target)]
+    if counts[0] != counts[1]:
+        raise datasets.CorpusFormatError(
+            f"Aligned files differ in length: {corpus.source} has {counts[0]:,} lines, "
+            f"{corpus.target} has {counts[1]:,}."
+        )
+    return counts[0]
 
 
 def build_model(config, vocabulary_size):

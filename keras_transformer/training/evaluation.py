@@ -1,8 +1,41 @@
-"""The test-split evaluation of a training run: translations scored against references."""
+"""The evaluation of translations: a test split or a file translated, then scored against its
+references with sacreBLEU (`keras_transformer.training.scores`).
+
+`train`'s test-split evaluation and `keras-transformer evaluate` run the same code.
+"""
 
 import time
 
-from keras_transformer.training.bleu import corpus_bleu, exact_match
+from keras_transformer.training.bleu import exact_match
+from keras_transformer.training.progress import progress
+from keras_transformer.training.scores import score_corpus
+
+
+def translate_sentences(
+    translator, sources, chunk_size=256, verbose=True, description="translating"
+):
+    """Translates `sources` chunk by chunk, showing progress.
+
+    Args:
+        translator: callable, list of str -> list of str (any engine of
+            `keras_transformer.engines`).
+        sources: list of str.
+        chunk_size: int. Sentences per call (progress advances per chunk). Defaults to `256`.
+        verbose: bool. Show progress on standard error (a bar on a terminal, a few lines
+            elsewhere). Defaults to `True`.
+        description: str. The progress label. Defaults to `"translating"`.
+
+    Returns:
+        list of str, one translation per source.
+    """
+    sources = list(sources)
+    chunks = [sources[index : index + chunk_size] for index in range(0, len(sources), chunk_size)]
+    if verbose and chunks:
+        chunks = progress(chunks, total=len(chunks), description=description, unit="chunk")
+    hypotheses = []
+    for chunk in chunks:
+        hypotheses.extend(translator(chunk))
+    return hypotheses
 
 
 def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
@@ -13,25 +46,25 @@ def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
         pairs: list of `(source, reference)`.
         chunk_size: int. Sentences per call (the progress bar advances per chunk).
             Defaults to `256`.
-        verbose: bool. Show a progress bar. Defaults to `True`.
+        verbose: bool. Show progress. Defaults to `True`.
 
     Returns:
-        dict: `test_bleu` (sacrebleu corpus BLEU), `test_exact_match` (fraction),
-        `test_seconds`, and `test_examples` (the first 10 `(source, reference, hypothesis)`).
+        dict: `test_bleu` and `test_chrf` (sacreBLEU corpus BLEU and chrF, with default
+        settings), `test_signatures` (sacreBLEU's signature of each), `test_exact_match`
+        (fraction), `test_seconds`, and `test_examples` (the first 10
+        `(source, reference, hypothesis)`).
     """
     start = time.monotonic()
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
-    hypotheses = []
-    chunks = range(0, len(sources), chunk_size)
-    if verbose:
-        from tqdm.auto import tqdm  # An optional dependency: needed only when verbose.
-
-        chunks = tqdm(chunks, desc="translating the test split", unit="chunk")
-    for index in chunks:
-        hypotheses.extend(translator(sources[index : index + chunk_size]))
+    hypotheses = translate_sentences(
+        translator, sources, chunk_size, verbose, description="translating the test split"
+    )
+    scores = score_corpus(hypotheses, references, metrics=("bleu", "chrf"))
     return {
-        "test_bleu": corpus_bleu(hypotheses, references),
+        "test_bleu": scores["bleu"]["score"],
+        "test_chrf": scores["chrf"]["score"],
+        "test_signatures": {name: score["signature"] for name, score in scores.items()},
         "test_exact_match": exact_match(hypotheses, references),
         "test_seconds": round(time.monotonic() - start, 1),
         "test_examples": [

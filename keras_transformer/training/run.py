@@ -22,7 +22,7 @@ class TrainingResult:
         tokenizer: the `keras_transformer.text.Tokenizer`.
         history: dict of lists, the merged `History.history` of the `fit` calls of this run.
         metrics: dict. `steps`, `stopped_by_time_limit`, `train_seconds`, and on process 0
-            `test_bleu`, `test_exact_match`, `samples` (as also written to `metrics.json`).
+            `test_bleu`, `test_chrf`, `test_signatures`, `test_exact_match`, `samples` (as also written to `metrics.json`).
         output_dir: str.
         config: the `TrainingConfig` used.
     """

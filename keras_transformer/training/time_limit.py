@@ -76,3 +76,100 @@ class TimeLimit(keras.callbacks.Callback):
             self.stopped = True
             self.model.stop_training = True
             logger.warning("Time budget of %g minutes spent: stopping training.", self.minutes)
+
+
+class StepRateForecast(keras.callbacks.Callback):
+    """Measures the step rate once and says when the run will take far longer than its budget.
+
+    The first `skip` steps (compilation) are not timed; after `measure` more steps, the time
+    the remaining steps take at that rate is compared with the time budget (`minutes`), or,
+    without a budget, with `hours` hours. Far beyond it, one line goes to `report`: the rate,
+    the projected time, and what to change (`training.minutes`, `training.train_steps`).
+
+    Args:
+        train_steps: int. The step the run trains to.
+        step_counter: an object whose `step` attribute is the run's optimizer step (the
+            backup callback).
+        report: callable, str -> None. Where the line goes.
+        time_limit: `TimeLimit` or `None`. The budget.
+        hours: float. Without a budget, the projected time worth a warning. Defaults to `1`.
+        skip: int. Steps not timed. Defaults to `2`.
+        measure: int. Steps timed. Defaults to `10`.
+
+    Attributes:
+        message: str or `None`. The line reported.
+
+    Example:
+
+    >>> class Counter:
+    ...     step = 0
+    >>> lines = []
+    >>> forecast = StepRateForecast(10**9, Counter(), lines.append, skip=0, measure=1)
+    >>> forecast.forecast(seconds_per_step=0.5, step=1)
+    >>> lines[0].split(";")[0]
+    'note: at the measured 0.50 s per step, the 999,999,999 steps left take about 15.8 years'
+    """
+
+    def __init__(
+        self, train_steps, step_counter, report, time_limit=None, hours=1.0, skip=2, measure=10
+    ):
+        super().__init__()
+        self.train_steps = train_steps
+        self.step_counter = step_counter
+        self.report = report
+        self.time_limit = time_limit
+        self.hours = hours
+        self.skip = skip
+        self.measure = measure
+        self.message = None
+        self._batches = 0
+        self._start = None
+
+    def on_train_begin(self, logs=None):
+        if self.skip == 0 and self._start is None:
+            self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches == self.skip:
+            self._start = time.monotonic()
+        elif self._batches == self.skip + self.measure and self._start is not None:
+            if self.message is None:
+                rate = (time.monotonic() - self._start) / self.measure
+                self.forecast(rate, self.step_counter.step)
+
+    def forecast(self, seconds_per_step, step):
+        """Reports (once) when `train_steps - step` steps at `seconds_per_step` overrun."""
+        left = self.train_steps - step
+        projected = left * seconds_per_step
+        head = (
+            f"at the measured {seconds_per_step:.2f} s per step, the {left:,} steps left take "
+            f"about {_duration(projected)}"
+        )
+        if self.time_limit is not None:
+            budget = self.time_limit.remaining_seconds()
+            if projected <= 2 * max(budget, 0.0):
+                return
+            reachable = step + int(max(budget, 0.0) / seconds_per_step)
+            self.message = (
+                f"{head}; the time budget (training.minutes = {self.time_limit.minutes:g}) stops "
+                f"the run near step {reachable:,} of {self.train_steps:,}: that is fine if "
+                "intended; otherwise lower training.train_steps (the learning-rate schedule and "
+                "checkpoint averaging count on reaching it) or raise training.minutes"
+            )
+        else:
+            if projected <= 3600 * self.hours:
+                return
+            self.message = (
+                f"{head}; set a time budget (training.minutes, --minutes) or fewer "
+                "training.train_steps, or use a GPU"
+            )
+        self.report(f"note: {self.message}")
+
+
+def _duration(seconds):
+    """A readable duration: `'42 s'`, `'12 min'`, `'3.5 h'`, `'2.1 days'`, `'15.9 years'`."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600)):
+        if seconds >= 2 * size if unit != "h" else seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"

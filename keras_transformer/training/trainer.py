@@ -12,7 +12,7 @@ model.weights.h5        the final (averaged) weights
 translator.keras        the Translator (model + tokenizer + beam search settings)
 preset/                 the same Translator as a preset directory (`Translator.from_preset`)
 saved_model/            the TensorFlow SavedModel serving strings
-metrics.json            test BLEU and exact match, steps, time, samples
+metrics.json            test BLEU, chrF and exact match, steps, time, samples
 stages.json             the stages after training that are done (see `training.stages`)
 best/, best.json        with `keep_best`: the best translator and the validations (`training.best`)
 ```
@@ -29,6 +29,7 @@ not recorded.
 import logging
 import math
 import os
+import sys
 import time
 
 import keras
@@ -56,20 +57,24 @@ from keras_transformer.training.checkpoints import (
     restore_checkpoint,
     save_weights_atomically,
 )
-from keras_transformer.training.config import TrainingConfig, load_config
+from keras_transformer.training.config import ConfigError, TrainingConfig, load_config
 from keras_transformer.training.evaluation import evaluate_translations
 from keras_transformer.training.run import FitOutcome, Run, RunPaths, TrainingResult
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
-from keras_transformer.training.time_limit import TimeLimit
+from keras_transformer.training.time_limit import StepRateForecast, TimeLimit
 
 # The 0.2.0 paths of names that moved out of this module, kept for one release.
 from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
 from keras_transformer.translator import Translator
 
 logger = logging.getLogger("keras_transformer")
+
+# The fewest steps of an epoch (the end-of-epoch validation, BLEU and checkpoint) when
+# `training.steps_per_epoch` is unset.
+MIN_EPOCH_STEPS = 100
 
 
 def train(config, callbacks=None, verbose="auto", init_from=None):
@@ -132,6 +137,12 @@ def prepare_run(config, verbose="auto"):
     paths = RunPaths(os.path.abspath(config.output_dir))
     # The model and tokenizer files the configuration names, before anything is written.
     initial = fine_tune.check_run_inputs(config)
+    splits = load_splits(
+        config.data,
+        work_dir=os.path.join(paths.output_dir, "corpus"),
+        seed=config.training.seed,
+        progress=report,
+    )
     if context.is_chief:
         os.makedirs(paths.output_dir, exist_ok=True)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
@@ -142,8 +153,8 @@ def prepare_run(config, verbose="auto"):
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
-    splits, tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
-        config, context, paths, report, initial
+    tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
+        config, context, paths, report, splits, initial
     )
     model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
     return Run(
@@ -164,15 +175,9 @@ def prepare_run(config, verbose="auto"):
     )
 
 
-def _prepare_data(config, context, paths, report, initial=None):
-    """The splits, the tokenizer (and the translator of `init_from`), the training stream, the
-    validation data and the epoch size."""
-    splits = load_splits(
-        config.data,
-        work_dir=os.path.join(paths.output_dir, "corpus"),
-        seed=config.training.seed,
-        progress=report,
-    )
+def _prepare_data(config, context, paths, report, splits, initial=None):
+    """The tokenizer (and the translator of `init_from`), the training stream, the validation
+    data and the epoch size of the `splits`."""
     streaming = splits.info.get("streaming", False)
     num_train = splits.info["num_train"] if streaming else len(splits.train)
     report(f"data: {config.data.dataset}: {num_train} train, {len(splits.validation)} "
@@ -187,13 +192,23 @@ def _prepare_data(config, context, paths, report, initial=None):
            + (f" (from {config.training.init_from})" if initial is not None else "")
            + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
-    train_data = make_train_data(
-        config.data,
-        splits,
-        tokenizer,
-        micro_batch_tokens(config.data.tokens_per_batch, accumulate),
-        config.training.seed,
-    )
+    max_length = config.data.max_length
+    try:
+        train_data = make_train_data(
+            config.data,
+            splits,
+            tokenizer,
+            micro_batch_tokens(config.data.tokens_per_batch, accumulate),
+            config.training.seed,
+        )
+    except ValueError as error:
+        if not _all_too_long(error):
+            raise
+        raise ConfigError(
+            f"Every training pair is longer than data.max_length = {max_length} tokens once "
+            f"tokenized, so none is left to train on: raise data.max_length. "
+            f"Received: data.max_length={max_length}"
+        ) from None
     if streaming:
         report(f"data: about {train_data.num_dropped} training pairs longer than "
                f"max_length={config.data.max_length} tokens are dropped as they stream "
@@ -202,22 +217,49 @@ def _prepare_data(config, context, paths, report, initial=None):
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
     )
-    steps_per_epoch = config.training.steps_per_epoch or math.ceil(one_pass / accumulate)
+    # Unset: one pass over the data, but at least MIN_EPOCH_STEPS steps (or all the steps of
+    # a shorter run), so that a small corpus does not validate after every few steps.
+    steps_per_epoch = config.training.steps_per_epoch or max(
+        min(MIN_EPOCH_STEPS, config.training.train_steps), math.ceil(one_pass / accumulate)
+    )
     report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
            f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
            + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
-        validation_data = make_dataset(
-            splits.validation,
-            tokenizer,
-            tokens_per_batch=config.data.tokens_per_batch,
-            max_length=config.data.max_length,
-            bucket_boundaries=config.data.bucket_boundaries or None,
-            shuffle=False,
-        ).dataset
-        validation_data = context.prepare_dataset(validation_data)
-    return splits, tokenizer, initial, train_data, validation_data, steps_per_epoch
+        try:
+            validation_data = make_dataset(
+                splits.validation,
+                tokenizer,
+                tokens_per_batch=config.data.tokens_per_batch,
+                max_length=max_length,
+                bucket_boundaries=config.data.bucket_boundaries or None,
+                shuffle=False,
+            ).dataset
+        except ValueError as error:
+            if not _all_too_long(error):
+                raise
+            logger.warning(
+                "data: every validation pair is longer than data.max_length = %d tokens: "
+                "training runs without a validation loss",
+                max_length,
+            )
+        else:
+            validation_data = context.prepare_dataset(validation_data)
+    return tokenizer, initial, train_data, validation_data, steps_per_epoch
+
+
+def _fit_verbosity(verbose):
+    """`fit`'s `verbose`: `"auto"` is a progress bar on a terminal, and one line per epoch
+    (no carriage returns or escape codes) when the output is a file or a pipe."""
+    if verbose != "auto":
+        return verbose
+    return 1 if sys.stdout.isatty() else 2
+
+
+def _all_too_long(error):
+    """Whether `make_dataset` refused its pairs for being all longer than `max_length`."""
+    return str(error).startswith("Every pair is longer than `max_length`")
 
 
 def _prepare_model(config, context, tokenizer, report, initial=None):
@@ -325,6 +367,8 @@ def _callbacks(run, backup, time_limit):
     callback_list = [backup, checkpoints, _StopAtStep(training.train_steps, backup)]
     if time_limit is not None:
         callback_list.append(time_limit)
+    if context.is_chief:
+        callback_list.append(StepRateForecast(training.train_steps, backup, run.report, time_limit))
     if evaluation.bleu_every >= 0 and run.splits.validation:
         pairs = run.splits.validation[: evaluation.bleu_sentences or None]
         callback_list.append(
@@ -415,7 +459,7 @@ def _fit(run, fits, callback_list, stoppers, verbose, final_weights=None):
                 validation_data=run.validation_data,
                 shuffle=False,  # The stream is shuffled, seeded, by the pipeline.
                 callbacks=callback_list,
-                verbose=verbose if context.is_chief else 0,
+                verbose=_fit_verbosity(verbose) if context.is_chief else 0,
             )
             for key, values in fit_history.history.items():
                 history.setdefault(key, []).extend(values)
@@ -499,7 +543,8 @@ def _average(run, stages):
         with context.scope():
             checkpoints_averaged = average_last_checkpoints(model, paths.checkpoints, keep)
         if checkpoints_averaged:
-            report(f"averaged the last {len(checkpoints_averaged)} checkpoints (steps "
+            count = len(checkpoints_averaged)
+            report(f"averaged the last {count} checkpoint{'s' if count > 1 else ''} (steps "
                    f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
     save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
     return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
@@ -513,7 +558,8 @@ def _evaluate(run, stages):
         evaluated = {}
         if run.config.evaluation.test and test:
             evaluated = evaluate_translations(run.translator, test, verbose=report.enabled)
-            report(f"test: BLEU {evaluated['test_bleu']:.2f}, exact match "
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, chrF {evaluated['test_chrf']:.2f}, "
+                   f"exact match "
                    f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
                    f"({evaluated['test_seconds']:.0f} s)")
         evaluated = stages.record("evaluated", **evaluated)
@@ -540,9 +586,12 @@ def _export(run, stages):
         exported_from = run.translator
         if config.export.translator and not _backend.is_tensorflow():
             exported_from = paths.translator
+        report("exporting the SavedModel (it compiles the search: a minute or more on a CPU)")
         export_saved_model(exported_from, paths.saved_model)
         report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
         if samples:
+            report(f"translating {len(samples)} samples with the exported SavedModel (it "
+                   "compiles on its first call)")
             translations = load_translator(paths.saved_model, engine="saved_model")(samples)
             exported["samples"] = [
                 {"source": source, "translation": translation}

@@ -60,7 +60,7 @@ def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbin
     # The over-long input is truncated, and the note says so.
     assert expected_truncated == [False, False] + TRUNCATED
     long_line = 2 + TRUNCATED.index(True) + 1
-    assert f"note: sentence {long_line} is longer than the model's maximum source length" in errors
+    assert f"note: input line {long_line} is longer than the model's maximum source length" in errors
     assert errors.count("note:") == 1
 
 
@@ -99,7 +99,7 @@ def test_translate_with_a_keras_file(small_keras_translator, capsysbinary):
     assert status == 0
     assert lines == [translation.text for translation in translations]
     assert errors.count("note:") == 1
-    assert "note: sentence 3 is longer than the model's maximum source length (16 tokens" in errors
+    assert "note: input line 3 is longer than the model's maximum source length (16 tokens" in errors
 
 
 def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinary):
@@ -203,7 +203,7 @@ def test_missing_model_is_a_clear_error(capsysbinary, tmp_path):
     assert status == 2 and lines == []
     assert "error: cannot load the model" in errors and "Traceback" not in errors
     status, _, errors = run_main(capsysbinary, ["export", str(tmp_path / "missing.keras"), "out"])
-    assert status == 1 and "error: cannot export" in errors
+    assert status == 2 and "error: cannot export" in errors  # the same mistake, the same status
 
 
 def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monkeypatch):
@@ -213,7 +213,7 @@ def test_a_failing_batch_prints_empty_lines_and_exits_with_1(capsysbinary, monke
     status, lines, errors = run_main(capsysbinary, argv, b"a\nb\nc\nd\ne\n", monkeypatch)
     assert status == 1
     assert lines == ["A", "B", "", "", "E"]
-    assert "error: sentences 3-4 failed: RuntimeError: out of memory" in errors
+    assert "error: input lines 3-4 failed: RuntimeError: out of memory" in errors
 
 
 def test_the_engine_choices_are_the_engines():

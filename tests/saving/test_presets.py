@@ -187,7 +187,7 @@ def test_saving_replaces_a_preset_but_never_another_directory(translator, preset
     (other / "notes.txt").write_text("mine")
     with pytest.raises(
         ValueError,
-        match=r"new, empty or an earlier preset.*without metadata.json that holds 1 entries",
+        match=r"new, empty or an earlier preset.*without metadata.json that holds 1 entry",
     ):
         translator.save_to_preset(other)
     assert (other / "notes.txt").read_text() == "mine"
@@ -344,7 +344,7 @@ def test_cli_translates_with_a_preset_directory(translator, preset, capsysbinary
     assert main(["translate", "--model", preset, "--scores", "tres", "cuarenta y dos"]) == 0
     lines = capsysbinary.readouterr().out.decode().splitlines()
     expected = translator.translate(["tres", "cuarenta y dos"])
-    assert lines == [f"{t.score:.4f}\t{t.text}" for t in expected]
+    assert lines == [f"{t.score:.6f}\t{t.text}" for t in expected]  # as --n-best: 6 decimals
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ def test_a_huge_beam_is_refused_by_the_memory_bound_before_the_search(
         engines.check_options(loaded, 10**9, None)
     assert main(["translate", "--model", PRESET, "--beam-size", "1000000000", "hola"]) == 2
     error = capsys.readouterr().err
-    assert len(error.strip().splitlines()) == 1 and "beam_size=1000000000" in error
+    assert len(error.strip().splitlines()) == 1 and "--beam-size 1000000000" in error
 
 
 def test_a_vocabulary_token_with_a_nul_byte_is_refused_at_load(preset, capsys):

@@ -31,8 +31,9 @@ def test_defaults_are_the_paper_recipe():
     )
     assert config.optimizer.warmup_steps == 4000
     assert config.training.label_smoothing == 0.1
-    # Base preset, Transformer defaults (shared embeddings): nothing overridden.
-    assert config.model.preset == "base" and config.model.overrides() == {}
+    # The small preset (runnable on a CPU; "base" is the paper's), nothing overridden.
+    assert config.model.preset == "tiny" and config.model.overrides() == {}
+    assert (config.data.num_validation, config.data.num_test) == (None, None)  # sized by data
     assert config.training.average_checkpoints == 5
     assert (config.evaluation.beam_size, config.evaluation.alpha) == (4, 0.6)
     assert config.evaluation.extra_length == 50
