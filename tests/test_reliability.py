@@ -1,0 +1,114 @@
+"""Reliability: a kill after each write and rename, a second run on one output directory,
+failed writes, damaged weights (the table of docs/reliability.md)."""
+
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer import files
+from keras_transformer.files import (
+    KILL_AFTER_VARIABLE,
+    DirectoryLockedError,
+    lock_directory,
+    remove_temporaries,
+    unlock_directory,
+)
+
+pytestmark = pytest.mark.one_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRITER = os.path.join(ROOT, "tests", "scripts", "reliability_writer.py")
+
+
+def run_writer(kind, directory, version, kill_after=None, exchange=True):
+    """Runs `scripts/reliability_writer.py` (no Keras: a fraction of a second); its status."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop(KILL_AFTER_VARIABLE, None)
+    if kill_after is not None:
+        env[KILL_AFTER_VARIABLE] = str(kill_after)
+    command = [sys.executable, WRITER, kind, str(directory), version]
+    return subprocess.run(command + ([] if exchange else ["--no-exchange"]), env=env).returncode
+
+
+def contents(directory):
+    """The set of texts of the files of `directory` (one version: a set of one)."""
+    return {open(os.path.join(directory, name)).read() for name in sorted(os.listdir(directory))}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two_renames"])
+def test_a_directory_swap_killed_after_each_write_keeps_a_complete_version(tmp_path, exchange):
+    absent = []
+    for step in itertools.count(1):
+        directory = tmp_path / str(step)
+        assert run_writer("directory", directory, "1") == 0
+        status = run_writer("directory", directory, "2", kill_after=step, exchange=exchange)
+        assert status in (0, 137)
+        if not (directory / "best").exists():
+            absent.append(step)
+        remove_temporaries(directory)  # What the next `train` does first.
+        assert os.listdir(directory) == ["best"]
+        assert contents(directory / "best") in ({"1"}, {"2"})
+        if status == 0:
+            assert contents(directory / "best") == {"2"}
+            break
+    assert step >= 3  # Killed after the temporary is complete, and after each rename.
+    # With the exchange `best/` exists at every instant; with two renames, one kill leaves
+    # it aside, and the next start puts it back.
+    assert absent == ([] if exchange else [2])
+
+
+def test_an_export_killed_between_its_renames_is_put_back_by_the_next_export(tmp_path):
+    assert run_writer("directory", tmp_path, "1") == 0
+    assert run_writer("directory", tmp_path, "2", kill_after=2, exchange=False) == 137
+    assert "best" not in os.listdir(tmp_path)
+    assert run_writer("directory", tmp_path, "3") == 0  # `export --overwrite` again
+    assert os.listdir(tmp_path) == ["best"]
+    assert contents(tmp_path / "best") == {"3"}
+
+
+def test_a_file_write_killed_after_each_write_keeps_a_complete_version(tmp_path):
+    for step in itertools.count(1):
+        directory = tmp_path / str(step)
+        assert run_writer("file", directory, "1") == 0
+        status = run_writer("file", directory, "2", kill_after=step)
+        remove_temporaries(directory)
+        assert os.listdir(directory) == ["state.json"]
+        assert files.read_json(directory / "state.json")["version"] in ("1", "2")
+        if status == 0:
+            break
+        assert status == 137
+    assert step == 3
+
+
+def test_the_leftovers_of_a_0_2_0_swap_killed_between_its_renames_are_put_back(tmp_path):
+    # What 0.2.0's `atomic_directory` left after a kill between its two renames: the old
+    # `best/` aside, the new one under its temporary name, and no `best/`.
+    (tmp_path / ".tmp-old-1234abcd-best").mkdir()
+    (tmp_path / ".tmp-old-1234abcd-best" / "model.weights.h5").write_text("old")
+    (tmp_path / ".tmp-1234abcd-best").mkdir()
+    (tmp_path / "best.json").write_text("{}")
+    remove_temporaries(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["best", "best.json"]
+    assert contents(tmp_path / "best") == {"old"}
+
+
+def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_path):
+    # Another process's lock: a lock on another open file of the same `.lock` (flock locks
+    # belong to the open file, so the test process can play the other run).
+    handle = os.open(tmp_path / files.LOCK_FILENAME, os.O_RDWR | os.O_CREAT)
+    import fcntl
+
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    os.write(handle, b"4242\n")
+    try:
+        with pytest.raises(DirectoryLockedError, match=f"PID 4242.*{tmp_path}"):
+            lock_directory(tmp_path)
+    finally:
+        os.close(handle)  # The other run ends: its lock goes with it.
+    lock_directory(tmp_path)
+    lock_directory(tmp_path)  # Again in the same process: a no-op.
+    assert open(tmp_path / files.LOCK_FILENAME).read() == f"{os.getpid()}\n"
+    unlock_directory(tmp_path)
