@@ -1,6 +1,7 @@
 """Reliability: a kill after each write and rename, a second run on one output directory,
 failed writes, damaged weights (the table of docs/reliability.md)."""
 
+import fcntl
 import itertools
 import os
 import subprocess
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from keras_transformer import files
+from keras_transformer import cli, files
 from keras_transformer.files import (
     KILL_AFTER_VARIABLE,
     DirectoryLockedError,
@@ -95,14 +96,19 @@ def test_the_leftovers_of_a_0_2_0_swap_killed_between_its_renames_are_put_back(t
     assert contents(tmp_path / "best") == {"old"}
 
 
-def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_path):
-    # Another process's lock: a lock on another open file of the same `.lock` (flock locks
-    # belong to the open file, so the test process can play the other run).
-    handle = os.open(tmp_path / files.LOCK_FILENAME, os.O_RDWR | os.O_CREAT)
-    import fcntl
-
+def hold_lock(directory, pid=4242):
+    """Another run's lock of `directory`: a lock on another open file of its `.lock` (flock
+    locks belong to the open file, so the test process plays the other run). Returns the file
+    descriptor; closing it ends the other run."""
+    os.makedirs(directory, exist_ok=True)
+    handle = os.open(os.path.join(directory, files.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
     fcntl.flock(handle, fcntl.LOCK_EX)
-    os.write(handle, b"4242\n")
+    os.write(handle, f"{pid}\n".encode())
+    return handle
+
+
+def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_path):
+    handle = hold_lock(tmp_path)
     try:
         with pytest.raises(DirectoryLockedError, match=f"PID 4242.*{tmp_path}"):
             lock_directory(tmp_path)
@@ -112,3 +118,20 @@ def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_pa
     lock_directory(tmp_path)  # Again in the same process: a no-op.
     assert open(tmp_path / files.LOCK_FILENAME).read() == f"{os.getpid()}\n"
     unlock_directory(tmp_path)
+
+
+def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    handle = hold_lock(run)
+    (run / ".tmp-1234abcd-ckpt-00000004.weights.h5").write_text("the other run's")
+    before = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)}
+    config = tmp_path / "run.toml"
+    config.write_text(f'output_dir = "{run}"\n[model]\npreset = "tiny"\n')
+    try:
+        status = cli.main(["train", "--config", str(config)])
+    finally:
+        os.close(handle)
+    errors = capsys.readouterr().err
+    assert status == 2
+    assert errors.count("\n") == 1 and f"(PID 4242) is using the output directory {run}" in errors
+    assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)} == before

@@ -37,7 +37,14 @@ from keras_transformer import _backend
 from keras_transformer.data import make_dataset
 from keras_transformer.engines import load_translator
 from keras_transformer.export import export_saved_model
-from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
+from keras_transformer.files import (
+    atomic_path,
+    lock_directory,
+    read_json,
+    remove_temporaries,
+    unlock_directory,
+    write_json,
+)
 from keras_transformer.training import fine_tune
 from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
@@ -105,8 +112,11 @@ def train(config, callbacks=None, verbose="auto", init_from=None):
     if init_from is not None:
         config = _as_config(config).replace(**{"training.init_from": os.fspath(init_from)})
     run = prepare_run(config, verbose=verbose)
-    outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
-    return finalize_run(run, outcome)
+    try:
+        outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
+        return finalize_run(run, outcome)
+    finally:
+        unlock_directory(run.paths.output_dir)
 
 
 def prepare_run(config, verbose="auto"):
@@ -126,7 +136,10 @@ def prepare_run(config, verbose="auto"):
     keras.utils.set_random_seed(config.training.seed)
     paths = RunPaths(os.path.abspath(config.output_dir))
     if context.is_chief:
-        os.makedirs(paths.output_dir, exist_ok=True)
+        # One run per output directory: the lock comes before anything there is touched
+        # (another run holding it: `DirectoryLockedError`, an `OSError`, one line on the
+        # command line). The system releases it when the process ends, however it ends.
+        lock_directory(paths.output_dir)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
