@@ -45,6 +45,7 @@ from keras_transformer.files import (
     unlock_directory,
     write_json,
 )
+from keras_transformer.saving.weights import check_sha256
 from keras_transformer.training import fine_tune
 from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
@@ -358,6 +359,8 @@ def _resume(run, stages, state, trained, backup_weights):
                f"the stages after it ({', '.join(stages.done_stages())} done)")
         return trained["steps"]
     if state:
+        # Damaged since it was written: refused (one line), never copied into a checkpoint.
+        check_sha256(backup_weights, state.get("sha256"), os.path.join(paths.backup, "state.json"))
         steps_done = min(state["step"], training.train_steps)
         report(f"resuming from the backup of step {steps_done} "
                f"(epoch {steps_done // steps_per_epoch + 1}, "
