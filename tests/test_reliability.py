@@ -1,9 +1,12 @@
 """Reliability: a kill after each write and rename, a second run on one output directory,
 failed writes, damaged weights (the table of docs/reliability.md)."""
 
+import contextlib
 import fcntl
 import itertools
 import os
+import resource
+import signal
 import subprocess
 import sys
 
@@ -135,3 +138,135 @@ def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(
     assert status == 2
     assert errors.count("\n") == 1 and f"(PID 4242) is using the output directory {run}" in errors
     assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)} == before
+
+
+# === Damaged weights and failed writes ===
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "translator_v0_1.keras")
+
+
+@pytest.fixture(scope="module")
+def translator():
+    from keras_transformer import Translator
+
+    return Translator.load(FIXTURE)
+
+
+def overwrite_one_weight(path, size=4096):
+    """Overwrites `size` bytes of the largest array of the `.weights.h5` file `path` in place
+    with finite numbers: the same size, still a valid HDF5 file."""
+    import h5py
+    import numpy as np
+
+    arrays = []
+    with h5py.File(path, "r") as file:
+        file.visititems(
+            lambda name, item: (
+                arrays.append((item.id.get_offset(), item.nbytes))
+                if isinstance(item, h5py.Dataset) and item.id.get_offset() is not None
+                else None
+            )
+        )
+    offset, nbytes = max(arrays, key=lambda array: array[1])
+    size = min(size, nbytes)
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        file.write(np.full(size // 4, 0.5, "float32").tobytes())
+    with h5py.File(path, "r"):  # Still a readable HDF5 file.
+        pass
+
+
+def test_damaged_weights_of_a_preset_are_refused_naming_the_file(translator, tmp_path, capsys):
+    from keras_transformer import Translator
+
+    preset = tmp_path / "preset"
+    translator.save_to_preset(preset)
+    weights = preset / "model.weights.h5"
+    size = weights.stat().st_size
+    overwrite_one_weight(weights)
+    assert weights.stat().st_size == size
+    with pytest.raises(ValueError, match=r"model\.weights\.h5.*SHA-256"):
+        Translator.from_preset(preset)
+    assert cli.main(["translate", "--model", str(preset), "uno"]) == 2
+    assert "SHA-256" in capsys.readouterr().err
+
+
+def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
+    from keras_transformer.files import write_json
+    from keras_transformer.saving.weights import DamagedFileError, check_sha256
+    from keras_transformer.training.averaging import average_last_checkpoints
+    from keras_transformer.training.checkpoints import (
+        SHA256_FILENAME,
+        checkpoint_path,
+        record_sha256,
+        save_weights_atomically,
+    )
+
+    import keras
+
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64)])
+    model.compile("sgd", "mse")
+    directory = str(tmp_path / "checkpoints")
+    for step in (1, 2):
+        path = checkpoint_path(directory, step)
+        record_sha256(directory, os.path.basename(path), save_weights_atomically(model, path))
+    assert sorted(files.read_json(os.path.join(directory, SHA256_FILENAME))) == [
+        "ckpt-00000001.weights.h5",
+        "ckpt-00000002.weights.h5",
+    ]
+    overwrite_one_weight(path)
+    with pytest.raises(DamagedFileError, match="ckpt-00000002.weights.h5: damaged"):
+        average_last_checkpoints(model, directory, 2)
+    # A checkpoint without a record (0.2.0's) is loaded unchecked.
+    write_json(os.path.join(directory, SHA256_FILENAME), {})
+    assert len(average_last_checkpoints(model, directory, 2)) == 2
+    # The backup's record is `state.json` (as `ResumableBackupAndRestore` writes it).
+    sha256 = save_weights_atomically(model, str(tmp_path / "backup.weights.h5"))
+    check_sha256(str(tmp_path / "backup.weights.h5"), sha256, "state.json")
+    overwrite_one_weight(tmp_path / "backup.weights.h5")
+    with pytest.raises(DamagedFileError, match="state.json records"):
+        check_sha256(str(tmp_path / "backup.weights.h5"), sha256, "state.json")
+
+
+@contextlib.contextmanager
+def file_size_limit(limit):
+    """Files of this process cannot grow past `limit` bytes (`ulimit -f`): a write beyond it
+    fails with `EFBIG`, as on a full disk (`SIGXFSZ`, which would kill the process, ignored)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def snapshot(directory):
+    """`{relative path: bytes}` of every file under `directory`."""
+    found = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, directory)] = open(path, "rb").read()
+    return found
+
+
+def test_a_failed_write_raises_oserror_and_keeps_the_previous_files(translator, tmp_path, capsys):
+    # Before: HDF5 failed inside its own writes (`RuntimeError: Can't decrement id ref
+    # count ... File too large`) and the process died with a segmentation fault.
+    from keras_transformer.training.checkpoints import save_weights_atomically
+
+    translator.save_to_preset(tmp_path / "preset")
+    checkpoint = str(tmp_path / "checkpoints" / "ckpt-00000001.weights.h5")
+    save_weights_atomically(translator.model, checkpoint)
+    before = snapshot(tmp_path)
+    with file_size_limit(20_000):
+        with pytest.raises(OSError, match="File too large"):
+            translator.save_to_preset(tmp_path / "preset")
+        with pytest.raises(OSError, match="File too large"):
+            save_weights_atomically(translator.model, checkpoint)
+        status = cli.main(["export", FIXTURE, str(tmp_path / "ct2"), "--format", "ctranslate2"])
+    assert snapshot(tmp_path) == before  # The old files intact, no temporary left.
+    errors = capsys.readouterr().err
+    assert status == 2 and errors.count("\n") == 1 and "File too large" in errors, errors

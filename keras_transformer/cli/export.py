@@ -120,6 +120,9 @@ def run_export(args):
                 version=args.version,
                 **saved_model_only,
             )
+    except OSError as error:  # A missing file, a full disk: the user's to fix.
+        print_error(f"cannot export {args.translator!r}: " + " ".join(str(error).split()))
+        return 2
     except Exception as error:  # Reported, not a traceback.
         print_error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")
         return 1
