@@ -192,6 +192,8 @@ def test_damaged_weights_of_a_preset_are_refused_naming_the_file(translator, tmp
 
 
 def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
+    import keras
+
     from keras_transformer.files import write_json
     from keras_transformer.saving.weights import DamagedFileError, check_sha256
     from keras_transformer.training.averaging import average_last_checkpoints
@@ -201,8 +203,6 @@ def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
         record_sha256,
         save_weights_atomically,
     )
-
-    import keras
 
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64)])
     model.compile("sgd", "mse")
