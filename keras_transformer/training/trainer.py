@@ -277,6 +277,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
     fits = [] if trained else plan_fits(steps_done, train_steps, run.steps_per_epoch)
     if keep_best is not None and keep_best.resume(steps_done):
         fits = []  # Early stopping had ended training before the kill.
+    elif not trained and _revalidate(run, keep_best, callback_list, state, backup_weights):
+        fits = []  # The validation of the backup's step, done again, stops training.
     # Training had ended (a kill came after it): the weights are the backup's.
     final_weights = backup_weights if state and not fits and not stages.done("averaged") else None
     history = _fit(run, fits, callback_list, (time_limit, keep_best), verbose, final_weights)
@@ -348,6 +350,51 @@ def _save_best(run, step):
     if run.context.is_chief:
         export_best(run.translator, run.paths.best)
     run.report(f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}")
+
+
+def _revalidate(run, keep_best, callback_list, state, backup_weights):
+    """Validates the backup's step again when a validation was due there and `best.json` does
+    not record it: the backup of a step is written before its validation, so a kill between
+    the two would otherwise skip that validation for good (and with it, maybe, the best).
+
+    Returns:
+        bool, whether that validation stops training (early stopping).
+    """
+    if keep_best is None or not state:
+        return False
+    step, monitor = state["step"], keep_best.monitor
+    if any(done == step for done, _ in keep_best.evaluations):
+        return False
+    bleu = next((callback for callback in callback_list if isinstance(callback, BleuCallback)), None)
+    if monitor == "val_bleu":
+        if bleu is None or not run.context.is_chief:  # As in `fit`: BLEU on process 0 only.
+            return False
+        due = step % bleu.every_steps == 0 if bleu.every_steps else _epoch_end(run, state)
+    else:
+        due = run.validation_data is not None and _epoch_end(run, state)
+    if not due:
+        return False
+    with run.context.scope():
+        run.model.load_weights(backup_weights)
+        if monitor == "val_bleu":
+            value = bleu.evaluate()
+        else:
+            logs = run.model.evaluate(run.validation_data, verbose=0, return_dict=True)
+            value = logs[monitor.removeprefix("val_")]
+    run.report(f"{monitor} of step {step} was not recorded (a kill after its backup): "
+               f"validated again: {value:.4f}")
+    keep_best.observe(step, value)
+    return keep_best.stopped
+
+
+def _epoch_end(run, state):
+    """Whether the backup `state` was written at the end of an epoch (where `fit` validates)."""
+    step = state["step"]
+    return (
+        state.get("batch") == 0
+        or step % run.steps_per_epoch == 0
+        or step >= run.config.training.train_steps
+    )
 
 
 def _resume(run, stages, state, trained, backup_weights):
