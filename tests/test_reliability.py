@@ -27,13 +27,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRITER = os.path.join(ROOT, "tests", "scripts", "reliability_writer.py")
 
 
-def run_writer(kind, directory, version, kill_after=None, exchange=True):
+def run_writer(kind, directory, version, kill_after=None, exchange=True, keras_file=None):
     """Runs `scripts/reliability_writer.py` (no Keras: a fraction of a second); its status."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     env.pop(KILL_AFTER_VARIABLE, None)
     if kill_after is not None:
         env[KILL_AFTER_VARIABLE] = str(kill_after)
-    command = [sys.executable, WRITER, kind, str(directory), version]
+    command = [
+        sys.executable,
+        WRITER,
+        kind,
+        str(directory),
+        version,
+        *([keras_file] if keras_file else []),
+    ]
     return subprocess.run(command + ([] if exchange else ["--no-exchange"]), env=env).returncode
 
 
@@ -270,3 +277,17 @@ def test_a_failed_write_raises_oserror_and_keeps_the_previous_files(translator, 
     assert snapshot(tmp_path) == before  # The old files intact, no temporary left.
     errors = capsys.readouterr().err
     assert status == 2 and errors.count("\n") == 1 and "File too large" in errors, errors
+
+
+def test_a_preset_save_killed_between_its_renames_loads_the_old_preset_intact(translator, tmp_path):
+    # End to end through a real save (one subprocess with Keras), without the exchange: the
+    # kill leaves no `preset/`; the next start puts the old one back, and it loads (its
+    # SHA-256 checked).
+    from keras_transformer import Translator
+
+    translator.save_to_preset(tmp_path / "preset")
+    status = run_writer("preset", tmp_path, "5", kill_after=2, exchange=False, keras_file=FIXTURE)
+    assert status == 137 and not (tmp_path / "preset").exists()
+    remove_temporaries(tmp_path)
+    assert os.listdir(tmp_path) == ["preset"]
+    assert Translator.from_preset(tmp_path / "preset").beam_size == translator.beam_size != 5
