@@ -29,9 +29,9 @@ Loading checks the directory before it reads any weight, and reports every probl
 in one `ValueError`: missing files, an unknown format version, a configuration that is not a
 `Transformer`, weights of another architecture than `config.json` describes, a vocabulary of
 another size than the model's embedding, weights whose SHA-256 is not the one `metadata.json`
-records (a preset written by 0.2.0 records none, and loads unchecked). Only the fixed file names above are opened; no path
-written inside a file is ever followed, and configurations go through the same checks as a
-`.keras` file's (`Translator.from_config`).
+records (a preset written by 0.2.0 records none, and loads unchecked). Only the fixed file
+names above are opened; no path written inside a file is ever followed, and configurations go
+through the same checks as a `.keras` file's (`Translator.from_config`).
 """
 
 import datetime

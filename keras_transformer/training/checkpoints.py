@@ -51,7 +51,7 @@ def save_weights_atomically(model, path, is_chief=True):
 
     In multi-process JAX training every process must call it at the same point (syncing and
     reading distributed variables are collective operations): process 0 (`is_chief`) writes
-    `path`, the others write a scratch file that is deleted at once.
+    `path`, the others build the file in memory and drop it.
 
     Args:
         model: a built `keras.Model`.

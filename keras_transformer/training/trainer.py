@@ -112,12 +112,13 @@ def train(config, callbacks=None, verbose="auto", init_from=None):
     """
     if init_from is not None:
         config = _as_config(config).replace(**{"training.init_from": os.fspath(init_from)})
-    run = prepare_run(config, verbose=verbose)
+    config = _as_config(config)
     try:
+        run = prepare_run(config, verbose=verbose)
         outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
         return finalize_run(run, outcome)
-    finally:
-        unlock_directory(run.paths.output_dir)
+    finally:  # The output directory's lock, taken by `prepare_run`.
+        unlock_directory(os.path.abspath(config.output_dir))
 
 
 def prepare_run(config, verbose="auto"):
