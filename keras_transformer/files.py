@@ -3,16 +3,59 @@
 Every write goes to a temporary name in the destination's directory (`.tmp-...`), is flushed
 to disk, and is then renamed over the destination with `os.replace`, which POSIX makes atomic:
 a reader sees the old file or the new one, never a mix. Temporary names never match the
-names that loaders look for, and `remove_temporaries` clears the ones a killed writer left.
+names that loaders look for, and `remove_temporaries` clears the ones a killed writer left
+(after putting back a directory that a killed swap left aside, see `atomic_directory`).
+
+Every step that makes something durable (a file written, a rename) passes through one
+fault-injection point: with the environment variable `KERAS_TRANSFORMER_KILL_AFTER=N`, the
+process ends with `os._exit(137)` (what a `kill -9` leaves) right after the N-th such step. The
+reliability tests run each writer with N = 1, 2, ... until it finishes, so a kill lands after
+each of its writes and renames in turn (docs/reliability.md).
 """
 
 import contextlib
+import ctypes
+import errno
+import fcntl
 import json
 import os
+import platform
+import re
 import shutil
+import sys
 import uuid
 
 TEMPORARY_PREFIX = ".tmp-"
+# `atomic_directory`'s name for the old directory while it is swapped without an exchange
+# (the name 0.2.0 also used): `.tmp-old-TOKEN-NAME`.
+_OLD_PATTERN = re.compile(r"^\.tmp-old-[0-9a-f]{8}-(.+)$")
+KILL_AFTER_VARIABLE = "KERAS_TRANSFORMER_KILL_AFTER"
+# Use Linux's atomic exchange of two directories where the system has it; `False` swaps with
+# two renames (and recovery on the next start), as on other systems.
+USE_EXCHANGE = True
+LOCK_FILENAME = ".lock"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_RENAMEAT2_SYSCALLS = {"x86_64": 316, "aarch64": 276}
+_durable_steps = 0
+_locks = {}  # Directory -> the open lock file of this process.
+
+
+class DirectoryLockedError(OSError):
+    """Another process holds the lock of a directory (`lock_directory`)."""
+
+
+def durable_step():
+    """Marks that a write or a rename is done: the fault-injection point (module docstring)."""
+    global _durable_steps
+    limit = os.environ.get(KILL_AFTER_VARIABLE)
+    if not limit:
+        return
+    _durable_steps += 1
+    if _durable_steps == int(limit):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(137)
 
 
 @contextlib.contextmanager
@@ -45,8 +88,10 @@ def atomic_path(path):
     try:
         yield temporary
         _fsync_file(temporary)
+        durable_step()
         os.replace(temporary, path)
         _fsync_directory(directory)
+        durable_step()
     finally:
         if os.path.lexists(temporary):
             _remove(temporary)
@@ -56,12 +101,14 @@ def atomic_path(path):
 def atomic_directory(path):
     """Yields a temporary directory to fill; on success it replaces the directory `path`.
 
-    Directories cannot be swapped in one atomic step, so the old one (if any) is first
-    renamed aside, the new one renamed into place, and the old one deleted: `path` is at every
-    moment absent, the old complete directory, or the new complete one; never partial. On an
-    exception the temporary directory is removed and the old one stays (or is put back).
-    Both temporary names start with `.tmp-`, so `remove_temporaries` clears what a killed
-    writer leaves.
+    At every instant `path` is the old complete directory or the new complete one (or absent,
+    when there was no old one). On Linux the two are swapped in one step
+    (`renameat2(RENAME_EXCHANGE)`) and the old one, now under the temporary name, is deleted.
+    Where the system has no exchange, the old directory is renamed aside (`.tmp-old-...`),
+    the new one renamed into place, and the old one deleted; a kill between the two renames
+    leaves no `path`, and the next writer (`recover_directory`, `remove_temporaries`) puts
+    the old one back before it deletes any temporary. On an exception the temporary
+    directory is removed and the old one stays (or is put back).
 
     Args:
         path: str or `os.PathLike`. The destination directory.
@@ -72,6 +119,7 @@ def atomic_directory(path):
     path = os.path.abspath(os.fspath(path))
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
+    recover_directory(path)
     token = uuid.uuid4().hex[:8]
     temporary = os.path.join(parent, f"{TEMPORARY_PREFIX}{token}-{name}")
     old = os.path.join(parent, f"{TEMPORARY_PREFIX}old-{token}-{name}")
@@ -80,19 +128,109 @@ def atomic_directory(path):
         for root, _, files in os.walk(temporary):
             for file in files:
                 _fsync_file(os.path.join(root, file))
-        if os.path.lexists(path):
-            os.replace(path, old)
-        try:
+            _fsync_directory(root)
+        durable_step()
+        if not os.path.lexists(path):
             os.replace(temporary, path)
-        except BaseException:
-            if os.path.lexists(old) and not os.path.lexists(path):
-                os.replace(old, path)
-            raise
+        elif exchange(temporary, path):
+            durable_step()  # `temporary` holds the old directory now.
+        else:
+            os.replace(path, old)
+            _fsync_directory(parent)
+            durable_step()
+            try:
+                os.replace(temporary, path)
+            except BaseException:
+                if os.path.lexists(old) and not os.path.lexists(path):
+                    os.replace(old, path)
+                raise
         _fsync_directory(parent)
+        durable_step()
     finally:
         for leftover in (temporary, old):
             if os.path.lexists(leftover):
                 _remove(leftover)
+
+
+def exchange(first, second):
+    """Swaps the paths `first` and `second` in one atomic step (Linux `renameat2` with
+    `RENAME_EXCHANGE`).
+
+    Returns:
+        bool, `False` (and nothing changed) where the system or file system has no exchange
+        (or `USE_EXCHANGE` is `False`).
+    """
+    function = _renameat2() if USE_EXCHANGE else None
+    if function is None:
+        return False
+    result = function(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EPERM):
+        return False  # No such call, or a file system without the exchange.
+    raise OSError(code, os.strerror(code), os.fspath(second))
+
+
+def _renameat2():
+    """A callable `(olddirfd, oldpath, newdirfd, newpath, flags) -> int`, or `None`."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    function = getattr(libc, "renameat2", None)
+    if function is not None:
+        function.argtypes = [
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_uint,
+        ]
+        return function
+    number = _RENAMEAT2_SYSCALLS.get(platform.machine())
+    if number is None or not hasattr(libc, "syscall"):
+        return None
+    syscall = libc.syscall
+    return lambda *args: syscall(
+        ctypes.c_long(number),
+        ctypes.c_int(args[0]),
+        ctypes.c_char_p(args[1]),
+        ctypes.c_int(args[2]),
+        ctypes.c_char_p(args[3]),
+        ctypes.c_uint(args[4]),
+    )
+
+
+def recover_directory(path):
+    """Puts back the directory `path` that a killed swap left aside as `.tmp-old-*-NAME`
+    (by this version without an exchange, or by 0.2.0), when `path` itself is missing.
+
+    Returns:
+        bool, whether a directory was put back.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
+    if os.path.lexists(path) or not os.path.isdir(parent):
+        return False
+    candidates = [
+        os.path.join(parent, entry)
+        for entry in os.listdir(parent)
+        if (match := _OLD_PATTERN.match(entry)) and match.group(1) == name
+    ]
+    if not candidates:
+        return False
+    os.replace(max(candidates, key=os.path.getmtime), path)
+    _fsync_directory(parent)
+    # The other temporaries of that swap (the new directory, never renamed into place).
+    for entry in os.listdir(parent):
+        if entry.startswith(TEMPORARY_PREFIX) and entry.endswith(f"-{name}"):
+            _remove(os.path.join(parent, entry))
+    return True
 
 
 def write_json(path, value):
@@ -102,9 +240,18 @@ def write_json(path, value):
 
 def write_text(path, text):
     """Writes `text` (UTF-8, `\\n` line ends) to `path` atomically."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    """Writes the bytes `data` to `path` atomically.
+
+    A failed write (a full disk, a file size limit) raises `OSError`; `path` keeps its old
+    content and no temporary is left.
+    """
     with atomic_path(path) as temporary:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
+        with open(temporary, "wb") as file:
+            file.write(data)
 
 
 def read_json(path):
@@ -120,7 +267,8 @@ def remove_temporaries(directory):
     """Removes the `.tmp-*` files and directories a killed writer left in `directory`.
 
     Every temporary name of the package starts with `TEMPORARY_PREFIX` (`atomic_path`,
-    `atomic_directory`, the SavedModel export), so this one rule clears them all.
+    `atomic_directory`, the SavedModel export), so this one rule clears them all. First, a
+    directory that a killed swap left aside (`.tmp-old-*-NAME` without `NAME`) is put back.
 
     Only call it when no other process writes to `directory`.
 
@@ -129,12 +277,53 @@ def remove_temporaries(directory):
     """
     if not os.path.isdir(directory):
         return 0
+    for name in os.listdir(directory):
+        match = _OLD_PATTERN.match(name)
+        if match:
+            recover_directory(os.path.join(directory, match.group(1)))
     removed = 0
     for name in os.listdir(directory):
         if name.startswith(TEMPORARY_PREFIX):
             _remove(os.path.join(directory, name))
             removed += 1
     return removed
+
+
+def lock_directory(directory):
+    """Takes the exclusive lock of `directory` for this process (`fcntl.flock` on its
+    `.lock` file, which records the process ID); the system releases it when the process ends,
+    however it ends. Taking it again in the same process is a no-op.
+
+    Raises:
+        DirectoryLockedError: another process holds it (the message names the directory and
+            that process).
+    """
+    directory = os.path.abspath(os.fspath(directory))
+    if directory in _locks:
+        return
+    os.makedirs(directory, exist_ok=True)
+    handle = os.open(os.path.join(directory, LOCK_FILENAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        owner = os.pread(handle, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(handle)
+        if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise
+        raise DirectoryLockedError(
+            f"another run (PID {owner}) is using the output directory {directory}: wait for it "
+            "to end, or choose another output directory",
+        ) from None
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+    _locks[directory] = handle
+
+
+def unlock_directory(directory):
+    """Releases the lock `lock_directory` took (if this process holds it)."""
+    handle = _locks.pop(os.path.abspath(os.fspath(directory)), None)
+    if handle is not None:
+        os.close(handle)
 
 
 def _remove(path):

@@ -141,9 +141,9 @@ def run_export(args):
                 version=args.version,
                 **saved_model_only,
             )
-    except (ValueError, OSError) as error:  # The user's to fix: a bad option, path or file.
+    except (ValueError, OSError) as error:  # The user's to fix: a bad option, path or file, a full disk.
         message = cli_spelling(f"{type(error).__name__}: {error}", EXPORT_OPTIONS)
-        print_error(f"cannot export {args.translator!r}: {message}")
+        print_error(f"cannot export {args.translator!r}: " + " ".join(message.split()))
         return 2
     except Exception as error:  # Reported, not a traceback.
         print_error(f"cannot export {args.translator!r}: {type(error).__name__}: {error}")

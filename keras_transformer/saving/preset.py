@@ -11,7 +11,8 @@ assets/tokenizer/vocabulary.txt     ... its vocabulary (the tokenizer's own asse
 target_tokenizer.json               the target tokenizer (only when it has one of its own)
 assets/target_tokenizer/...         ... its assets
 translator.json                     the search settings (beam size, length penalty, lengths)
-metadata.json                       format version, versions, backend, parameter count, date
+metadata.json                       format version, versions, backend, parameter count, date,
+                                    the SHA-256 of model.weights.h5
 ```
 
 `Transformer.save_to_preset` writes `config.json`, `model.weights.h5` and `metadata.json`
@@ -27,12 +28,14 @@ a preset saved under one Keras backend loads under the others.
 Loading checks the directory before it reads any weight, and reports every problem it finds
 in one `ValueError`: missing files, an unknown format version, a configuration that is not a
 `Transformer`, weights of another architecture than `config.json` describes, a vocabulary of
-another size than the model's embedding. Only the fixed file names above are opened; no path
-written inside a file is ever followed, and configurations go through the same checks as a
-`.keras` file's (`Translator.from_config`).
+another size than the model's embedding, weights whose SHA-256 is not the one `metadata.json`
+records (a preset written by 0.2.0 records none, and loads unchecked). Only the fixed file
+names above are opened; no path written inside a file is ever followed, and configurations go
+through the same checks as a `.keras` file's (`Translator.from_config`).
 """
 
 import datetime
+import hashlib
 import inspect
 import json
 import os
@@ -44,6 +47,7 @@ import keras
 from keras_transformer._checks import short_repr
 from keras_transformer.files import atomic_directory
 from keras_transformer.saving.checks import deserialize_part
+from keras_transformer.saving.weights import check_sha256, weights_bytes
 from keras_transformer.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -62,6 +66,8 @@ MAX_JSON_BYTES = 1 << 24
 # Presets on a hub, as keras-hub names them: `hf://owner/name` (Hugging Face Hub) and
 # `kaggle://owner/model/keras/variation[/version]` (Kaggle Models).
 HUB_SCHEMES = ("hf://", "kaggle://")
+# The key of `metadata.json` that records the SHA-256 of `model.weights.h5`.
+WEIGHTS_SHA256_KEY = "weights_sha256"
 
 
 # === Saving ===
@@ -115,6 +121,8 @@ def save_transformer(model, directory, cls):
 def _write(directory, model, class_name, files, tokenizers):
     directory = os.fspath(directory)
     _check_destination(directory)
+    # Built in memory, written by Python: a full disk is an `OSError`, the old preset intact.
+    weights = weights_bytes(_without_optimizer(model))
     files = {
         CONFIG_FILE: _model_config(keras.saving.serialize_keras_object(model)),
         **files,
@@ -126,6 +134,7 @@ def _write(directory, model, class_name, files, tokenizers):
             "backend": keras.backend.backend(),
             "parameter_count": int(model.count_params()),
             "date_saved": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            WEIGHTS_SHA256_KEY: hashlib.sha256(weights).hexdigest(),
         },
     }
     with atomic_directory(directory) as temporary:
@@ -134,7 +143,8 @@ def _write(directory, model, class_name, files, tokenizers):
             with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
                 json.dump(value, file, indent=2)
                 file.write("\n")
-        _without_optimizer(model).save_weights(os.path.join(temporary, WEIGHTS_FILE))
+        with open(os.path.join(temporary, WEIGHTS_FILE), "wb") as file:
+            file.write(weights)
         for attribute, tokenizer in tokenizers.items():
             assets = os.path.join(temporary, ASSETS_DIR, attribute)
             os.makedirs(assets)
@@ -475,8 +485,11 @@ class _Reader:
 
     def load_weights(self, model):
         try:
+            recorded = self.json(METADATA_FILE) if self.exists(METADATA_FILE) else None
+            expected = recorded.get(WEIGHTS_SHA256_KEY) if isinstance(recorded, dict) else None
+            check_sha256(self.path(WEIGHTS_FILE), expected, METADATA_FILE)
             model.load_weights(self.path(WEIGHTS_FILE))
-        except (ValueError, OSError, KeyError) as error:
+        except (ValueError, OSError, KeyError) as error:  # `DamagedFileError` included
             self.fail(f"{WEIGHTS_FILE}: {error}")
 
     def raise_if_problems(self):

@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from keras_transformer._checks import check_int
-from keras_transformer.training.checkpoints import list_checkpoints
+from keras_transformer.training.checkpoints import check_checkpoint, list_checkpoints
 from keras_transformer.training.state import sync_model_state, to_numpy
 
 logger = logging.getLogger("keras_transformer")
@@ -50,6 +50,7 @@ def average_checkpoints(model, paths):
         model.optimizer.build(model.trainable_variables)
     sums = None
     for path in paths:
+        check_checkpoint(path)
         model.load_weights(path)
         values = [to_numpy(variable) for variable in model.weights]
         if sums is None:

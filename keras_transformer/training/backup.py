@@ -25,6 +25,7 @@ import shutil
 import keras
 
 from keras_transformer.files import read_json, remove_temporaries, write_json
+from keras_transformer.saving.weights import check_sha256
 from keras_transformer.training.checkpoints import save_weights_atomically
 from keras_transformer.training.state import to_numpy
 
@@ -130,7 +131,9 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
                 )
             if self.model.optimizer is not None and not self.model.optimizer.built:
                 self.model.optimizer.build(self.model.trainable_variables)
-            self.model.load_weights(os.path.join(self.backup_dir, state["weights"]))
+            weights = os.path.join(self.backup_dir, state["weights"])
+            check_sha256(weights, state.get("sha256"), self._state_path)
+            self.model.load_weights(weights)
             restore_seed_states(self.model, state.get("seed_states"))
             logger.info(
                 "Restored the backup of step %d (epoch %d, batch %d).",
@@ -185,7 +188,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
             os.makedirs(self.backup_dir, exist_ok=True)
             remove_temporaries(self.backup_dir)
         # Every process saves (a collective in multi-process JAX); process 0 keeps the file.
-        save_weights_atomically(
+        sha256 = save_weights_atomically(
             self.model, os.path.join(self.backup_dir, name), is_chief=self.is_chief
         )
         if not self.is_chief:
@@ -199,6 +202,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
                 "step": self._step,
                 "iterations": iterations,
                 "weights": name,
+                "sha256": sha256,
                 "seed_states": [to_numpy(v).tolist() for v in seed_state_variables(self.model)],
             },
         )

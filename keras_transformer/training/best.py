@@ -11,7 +11,9 @@ disagree. A run resumed from a backup of step S keeps the validations of steps u
 forgets the later ones: the resumed run trains those steps again on the same batches and
 validates at the same steps, so each validation is counted once. (A validation at step S
 itself comes after the backup of step S, in both the end-of-epoch and the every-N-steps
-case, and the resumed run starts after it: it is kept.)
+case, and the resumed run starts after it: it is kept. A kill between the backup of step S
+and the record of its validation leaves that validation unrecorded: the resumed run
+validates step S again before it trains, and exports it if it is the best.)
 """
 
 import logging

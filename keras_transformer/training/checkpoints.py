@@ -1,20 +1,26 @@
-"""Periodic, atomically written weight checkpoints, numbered by training step."""
+"""Periodic, atomically written weight checkpoints, numbered by training step.
+
+Each file's SHA-256 is recorded in `checkpoints/sha256.json` once the file is in place, and
+checked before it is loaded (`check_checkpoint`); a checkpoint without a record (written by
+0.2.0, or by a run killed between the two writes) is loaded unchecked.
+"""
 
 import logging
 import os
 import re
 import shutil
-import tempfile
 
 import keras
 
 from keras_transformer._checks import check_int
-from keras_transformer.files import atomic_path, remove_temporaries
+from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
+from keras_transformer.saving.weights import check_sha256, save_weights, sha256_file, weights_bytes
 from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
+SHA256_FILENAME = "sha256.json"
 
 
 def checkpoint_path(directory, step):
@@ -40,22 +46,46 @@ def list_checkpoints(directory):
 def save_weights_atomically(model, path, is_chief=True):
     """`model.save_weights(path)` through a temporary file and an atomic rename.
 
+    The file is built in memory and written by Python (`keras_transformer.saving.weights`):
+    a full disk is one `OSError`, the old file untouched.
+
     In multi-process JAX training every process must call it at the same point (syncing and
     reading distributed variables are collective operations): process 0 (`is_chief`) writes
-    `path`, the others write a scratch file that is deleted at once.
+    `path`, the others build the file in memory and drop it.
 
     Args:
         model: a built `keras.Model`.
         path: str. Must end in `.weights.h5`.
         is_chief: bool. Whether this process writes `path`. Defaults to `True`.
+
+    Returns:
+        str, the SHA-256 of the file (`None` on the other processes).
     """
     sync_model_state(model)
     if is_chief:
-        with atomic_path(path) as temporary:
-            model.save_weights(temporary)
-    else:
-        with tempfile.TemporaryDirectory() as directory:
-            model.save_weights(os.path.join(directory, "scratch.weights.h5"))
+        return save_weights(model, path)
+    weights_bytes(model)
+    return None
+
+
+def record_sha256(directory, name, sha256):
+    """Records the SHA-256 of the checkpoint `name` in `directory/sha256.json`, keeping the
+    records of the files still there only."""
+    path = os.path.join(directory, SHA256_FILENAME)
+    records = read_json(path)
+    records = records if isinstance(records, dict) else {}
+    records[name] = sha256
+    present = set(os.listdir(directory))
+    write_json(path, {key: value for key, value in records.items() if key in present})
+
+
+def check_checkpoint(path):
+    """Raises `DamagedFileError` (an `OSError`) if the checkpoint `path` differs from the
+    SHA-256 recorded for it."""
+    directory, name = os.path.split(os.fspath(path))
+    records = read_json(os.path.join(directory, SHA256_FILENAME))
+    expected = records.get(name) if isinstance(records, dict) else None
+    check_sha256(path, expected, os.path.join(directory, SHA256_FILENAME))
 
 
 def restore_checkpoint(directory, step, weights_path, keep=5):
@@ -83,6 +113,7 @@ def restore_checkpoint(directory, step, weights_path, keep=5):
         return False
     with atomic_path(path) as temporary:
         shutil.copyfile(weights_path, temporary)
+    record_sha256(directory, os.path.basename(path), sha256_file(path))
     prune_checkpoints(directory, keep)
     logger.info("Restored the checkpoint of step %d from %s.", step, weights_path)
     return True
@@ -172,8 +203,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if step == self._saved_step:
             return path
         self._saved_step = step
-        save_weights_atomically(self.model, path, is_chief=self.is_chief)
+        sha256 = save_weights_atomically(self.model, path, is_chief=self.is_chief)
         if self.is_chief:
+            record_sha256(self.directory, os.path.basename(path), sha256)
             prune_checkpoints(self.directory, self.keep)
         return path
 

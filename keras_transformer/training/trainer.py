@@ -38,7 +38,15 @@ from keras_transformer import _backend
 from keras_transformer.data import make_dataset
 from keras_transformer.engines import load_translator
 from keras_transformer.export import export_saved_model
-from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
+from keras_transformer.files import (
+    atomic_path,
+    lock_directory,
+    read_json,
+    remove_temporaries,
+    unlock_directory,
+    write_json,
+)
+from keras_transformer.saving.weights import check_sha256
 from keras_transformer.training import fine_tune
 from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
@@ -114,9 +122,13 @@ def train(config, callbacks=None, verbose="auto", init_from=None):
     """
     if init_from is not None:
         config = _as_config(config).replace(**{"training.init_from": os.fspath(init_from)})
-    run = prepare_run(config, verbose=verbose)
-    outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
-    return finalize_run(run, outcome)
+    config = _as_config(config)
+    try:
+        run = prepare_run(config, verbose=verbose)
+        outcome = fit_run(run, callbacks=callbacks, verbose=verbose)
+        return finalize_run(run, outcome)
+    finally:  # The output directory's lock, taken by `prepare_run`.
+        unlock_directory(os.path.abspath(config.output_dir))
 
 
 def prepare_run(config, verbose="auto"):
@@ -144,7 +156,10 @@ def prepare_run(config, verbose="auto"):
         progress=report,
     )
     if context.is_chief:
-        os.makedirs(paths.output_dir, exist_ok=True)
+        # One run per output directory: the lock comes before anything there is touched
+        # (another run holding it: `DirectoryLockedError`, an `OSError`, one line on the
+        # command line). The system releases it when the process ends, however it ends.
+        lock_directory(paths.output_dir)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
@@ -326,6 +341,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
     fits = [] if trained else plan_fits(steps_done, train_steps, run.steps_per_epoch)
     if keep_best is not None and keep_best.resume(steps_done):
         fits = []  # Early stopping had ended training before the kill.
+    elif not trained and _revalidate(run, keep_best, callback_list, state, backup_weights):
+        fits = []  # The validation of the backup's step, done again, stops training.
     # Training had ended (a kill came after it): the weights are the backup's.
     final_weights = backup_weights if state and not fits and not stages.done("averaged") else None
     history = _fit(run, fits, callback_list, (time_limit, keep_best), verbose, final_weights)
@@ -401,6 +418,51 @@ def _save_best(run, step):
     run.report(f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}")
 
 
+def _revalidate(run, keep_best, callback_list, state, backup_weights):
+    """Validates the backup's step again when a validation was due there and `best.json` does
+    not record it: the backup of a step is written before its validation, so a kill between
+    the two would otherwise skip that validation for good (and with it, maybe, the best).
+
+    Returns:
+        bool, whether that validation stops training (early stopping).
+    """
+    if keep_best is None or not state:
+        return False
+    step, monitor = state["step"], keep_best.monitor
+    if any(done == step for done, _ in keep_best.evaluations):
+        return False
+    bleu = next((callback for callback in callback_list if isinstance(callback, BleuCallback)), None)
+    if monitor == "val_bleu":
+        if bleu is None or not run.context.is_chief:  # As in `fit`: BLEU on process 0 only.
+            return False
+        due = step % bleu.every_steps == 0 if bleu.every_steps else _epoch_end(run, state)
+    else:
+        due = run.validation_data is not None and _epoch_end(run, state)
+    if not due:
+        return False
+    with run.context.scope():
+        run.model.load_weights(backup_weights)
+        if monitor == "val_bleu":
+            value = bleu.evaluate()
+        else:
+            logs = run.model.evaluate(run.validation_data, verbose=0, return_dict=True)
+            value = logs[monitor.removeprefix("val_")]
+    run.report(f"{monitor} of step {step} was not recorded (a kill after its backup): "
+               f"validated again: {value:.4f}")
+    keep_best.observe(step, value)
+    return keep_best.stopped
+
+
+def _epoch_end(run, state):
+    """Whether the backup `state` was written at the end of an epoch (where `fit` validates)."""
+    step = state["step"]
+    return (
+        state.get("batch") == 0
+        or step % run.steps_per_epoch == 0
+        or step >= run.config.training.train_steps
+    )
+
+
 def _resume(run, stages, state, trained, backup_weights):
     """The steps trained before this run; clears what an earlier, unrelated run left."""
     training, context, report, paths = run.config.training, run.context, run.report, run.paths
@@ -410,6 +472,8 @@ def _resume(run, stages, state, trained, backup_weights):
                f"the stages after it ({', '.join(stages.done_stages())} done)")
         return trained["steps"]
     if state:
+        # Damaged since it was written: refused (one line), never copied into a checkpoint.
+        check_sha256(backup_weights, state.get("sha256"), os.path.join(paths.backup, "state.json"))
         steps_done = min(state["step"], training.train_steps)
         report(f"resuming from the backup of step {steps_done} "
                f"(epoch {steps_done // steps_per_epoch + 1}, "

@@ -9,9 +9,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer.files import unlock_directory
 from keras_transformer.training import TrainingConfig, train
 from keras_transformer.training.best import KeepBest, summarize
 from keras_transformer.training.config import ConfigError
+from keras_transformer.training.trainer import fit_run, prepare_run
 from tests.training.training_helpers import Crash, data, small_model, weights_of
 
 
@@ -222,3 +224,45 @@ def test_train_exports_the_best_step_and_early_stopping_survives_a_crash(
                                         "wait": 2, "evaluations": 4, "stopped_early": True}
     for kept, expected in zip(transformer_weights(best), at_best, strict=True):
         np.testing.assert_array_equal(kept, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.one_backend
+def test_a_validation_killed_after_its_backup_is_done_again_on_resume(
+    tiny_run, monkeypatch, tmp_path
+):
+    # Run 1 dies after the end-of-epoch backup of step 2 and the export of its validation,
+    # before `best.json` records it (what a kill there leaves). Before, run 2 resumed after
+    # step 2 and never validated it: the step-2 model could never be the best.
+    write = KeepBest._write
+
+    def killed(self):
+        if self.evaluations and self.evaluations[-1][0] == 2 and not killed.done:
+            killed.done = True
+            raise RuntimeError("killed before best.json")
+        write(self)
+
+    killed.done = False
+    monkeypatch.setattr(KeepBest, "_write", killed)
+    every = {"steps_per_epoch": 2, "checkpoint_every": 2, "backup_every": 2}
+    config = tiny_run(training={"keep_best": "val_loss", "train_steps": 4, **every})
+    output_dir = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="killed before best.json"):
+        train(config, verbose=0)
+    assert json.loads((output_dir / "backup" / "state.json").read_text())["step"] == 2
+    assert json.loads((output_dir / "best.json").read_text())["evaluations"] == []
+
+    # Run 2 (training only: the stages after it add nothing here).
+    run = prepare_run(config, verbose=0)
+    outcome = fit_run(run)
+    unlock_directory(output_dir)
+    steps = [step for step, _ in json.loads((output_dir / "best.json").read_text())["evaluations"]]
+    assert steps == [2, 4]
+    # `best/` holds the step `best.json` names.
+    checkpoint = output_dir / "checkpoints" / f"ckpt-{outcome.best['best_step']:08d}.weights.h5"
+    for exported, expected in zip(
+        transformer_weights(str(output_dir / "best")),
+        transformer_weights(str(output_dir / "best"), str(checkpoint)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(exported, expected)

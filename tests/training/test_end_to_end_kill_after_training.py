@@ -224,12 +224,17 @@ def test_kill_while_writing_a_checkpoint_keeps_it(tmp_path, tiny_run):
     assert sorted(os.listdir(checkpoints)) == [
         ".tmp-killed-ckpt-00000008.weights.h5",
         "ckpt-00000004.weights.h5",
+        "sha256.json",  # The checkpoints' SHA-256 (the restored one's included).
     ]
 
     result, steps, _ = run_killed_at(config, "none", tmp_path)
     assert "restored the checkpoint of step 8 from the backup" in result.stdout
     assert steps == 0
-    assert sorted(os.listdir(checkpoints)) == ["ckpt-00000004.weights.h5", "ckpt-00000008.weights.h5"]
+    assert sorted(os.listdir(checkpoints)) == [
+        "ckpt-00000004.weights.h5",
+        "ckpt-00000008.weights.h5",
+        "sha256.json",
+    ]
     metrics = read_json(tmp_path / "run" / "metrics.json")
     assert metrics["averaged_checkpoints"] == [4, 8]
     assert metrics["optimizer_iterations"] == 8

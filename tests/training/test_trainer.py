@@ -25,7 +25,10 @@ def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
     assert first.metrics["stopped_by_time_limit"]
     assert first.metrics["steps"] == 1
     output_dir = first.output_dir
-    assert os.listdir(os.path.join(output_dir, "checkpoints")) == ["ckpt-00000001.weights.h5"]
+    assert sorted(os.listdir(os.path.join(output_dir, "checkpoints"))) == [
+        "ckpt-00000001.weights.h5",
+        "sha256.json",  # The checkpoints' SHA-256, checked before they are averaged.
+    ]
     assert os.path.exists(os.path.join(output_dir, "backup", "state.json"))
     assert os.path.exists(os.path.join(output_dir, "model.weights.h5"))
 

@@ -1,0 +1,293 @@
+"""Reliability: a kill after each write and rename, a second run on one output directory,
+failed writes, damaged weights (the table of docs/reliability.md)."""
+
+import contextlib
+import fcntl
+import itertools
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer import cli, files
+from keras_transformer.files import (
+    KILL_AFTER_VARIABLE,
+    DirectoryLockedError,
+    lock_directory,
+    remove_temporaries,
+    unlock_directory,
+)
+
+pytestmark = pytest.mark.one_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRITER = os.path.join(ROOT, "tests", "scripts", "reliability_writer.py")
+
+
+def run_writer(kind, directory, version, kill_after=None, exchange=True, keras_file=None):
+    """Runs `scripts/reliability_writer.py` (no Keras: a fraction of a second); its status."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop(KILL_AFTER_VARIABLE, None)
+    if kill_after is not None:
+        env[KILL_AFTER_VARIABLE] = str(kill_after)
+    command = [
+        sys.executable,
+        WRITER,
+        kind,
+        str(directory),
+        version,
+        *([keras_file] if keras_file else []),
+    ]
+    return subprocess.run(command + ([] if exchange else ["--no-exchange"]), env=env).returncode
+
+
+def contents(directory):
+    """The set of texts of the files of `directory` (one version: a set of one)."""
+    return {open(os.path.join(directory, name)).read() for name in sorted(os.listdir(directory))}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two_renames"])
+def test_a_directory_swap_killed_after_each_write_keeps_a_complete_version(tmp_path, exchange):
+    absent = []
+    for step in itertools.count(1):
+        directory = tmp_path / str(step)
+        assert run_writer("directory", directory, "1") == 0
+        status = run_writer("directory", directory, "2", kill_after=step, exchange=exchange)
+        assert status in (0, 137)
+        if not (directory / "best").exists():
+            absent.append(step)
+        remove_temporaries(directory)  # What the next `train` does first.
+        assert os.listdir(directory) == ["best"]
+        assert contents(directory / "best") in ({"1"}, {"2"})
+        if status == 0:
+            assert contents(directory / "best") == {"2"}
+            break
+    assert step >= 3  # Killed after the temporary is complete, and after each rename.
+    # With the exchange `best/` exists at every instant; with two renames, one kill leaves
+    # it aside, and the next start puts it back.
+    assert absent == ([] if exchange else [2])
+
+
+def test_an_export_killed_between_its_renames_is_put_back_by_the_next_export(tmp_path):
+    assert run_writer("directory", tmp_path, "1") == 0
+    assert run_writer("directory", tmp_path, "2", kill_after=2, exchange=False) == 137
+    assert "best" not in os.listdir(tmp_path)
+    assert run_writer("directory", tmp_path, "3") == 0  # `export --overwrite` again
+    assert os.listdir(tmp_path) == ["best"]
+    assert contents(tmp_path / "best") == {"3"}
+
+
+def test_a_file_write_killed_after_each_write_keeps_a_complete_version(tmp_path):
+    for step in itertools.count(1):
+        directory = tmp_path / str(step)
+        assert run_writer("file", directory, "1") == 0
+        status = run_writer("file", directory, "2", kill_after=step)
+        remove_temporaries(directory)
+        assert os.listdir(directory) == ["state.json"]
+        assert files.read_json(directory / "state.json")["version"] in ("1", "2")
+        if status == 0:
+            break
+        assert status == 137
+    assert step == 3
+
+
+def test_the_leftovers_of_a_0_2_0_swap_killed_between_its_renames_are_put_back(tmp_path):
+    # What 0.2.0's `atomic_directory` left after a kill between its two renames: the old
+    # `best/` aside, the new one under its temporary name, and no `best/`.
+    (tmp_path / ".tmp-old-1234abcd-best").mkdir()
+    (tmp_path / ".tmp-old-1234abcd-best" / "model.weights.h5").write_text("old")
+    (tmp_path / ".tmp-1234abcd-best").mkdir()
+    (tmp_path / "best.json").write_text("{}")
+    remove_temporaries(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["best", "best.json"]
+    assert contents(tmp_path / "best") == {"old"}
+
+
+def hold_lock(directory, pid=4242):
+    """Another run's lock of `directory`: a lock on another open file of its `.lock` (flock
+    locks belong to the open file, so the test process plays the other run). Returns the file
+    descriptor; closing it ends the other run."""
+    os.makedirs(directory, exist_ok=True)
+    handle = os.open(os.path.join(directory, files.LOCK_FILENAME), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    os.write(handle, f"{pid}\n".encode())
+    return handle
+
+
+def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_path):
+    handle = hold_lock(tmp_path)
+    try:
+        with pytest.raises(DirectoryLockedError, match=f"PID 4242.*{tmp_path}"):
+            lock_directory(tmp_path)
+    finally:
+        os.close(handle)  # The other run ends: its lock goes with it.
+    lock_directory(tmp_path)
+    lock_directory(tmp_path)  # Again in the same process: a no-op.
+    assert open(tmp_path / files.LOCK_FILENAME).read() == f"{os.getpid()}\n"
+    unlock_directory(tmp_path)
+
+
+def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    handle = hold_lock(run)
+    (run / ".tmp-1234abcd-ckpt-00000004.weights.h5").write_text("the other run's")
+    before = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)}
+    config = tmp_path / "run.toml"
+    config.write_text(f'output_dir = "{run}"\n[model]\npreset = "tiny"\n')
+    try:
+        status = cli.main(["train", "--config", str(config)])
+    finally:
+        os.close(handle)
+    errors = capsys.readouterr().err
+    assert status == 2
+    assert errors.count("\n") == 1 and f"(PID 4242) is using the output directory {run}" in errors
+    assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)} == before
+
+
+# === Damaged weights and failed writes ===
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "translator_v0_1.keras")
+
+
+@pytest.fixture(scope="module")
+def translator():
+    from keras_transformer import Translator
+
+    return Translator.load(FIXTURE)
+
+
+def overwrite_one_weight(path, size=4096):
+    """Overwrites `size` bytes of the largest array of the `.weights.h5` file `path` in place
+    with finite numbers: the same size, still a valid HDF5 file."""
+    import h5py
+    import numpy as np
+
+    arrays = []
+    with h5py.File(path, "r") as file:
+        file.visititems(
+            lambda name, item: (
+                arrays.append((item.id.get_offset(), item.nbytes))
+                if isinstance(item, h5py.Dataset) and item.id.get_offset() is not None
+                else None
+            )
+        )
+    offset, nbytes = max(arrays, key=lambda array: array[1])
+    size = min(size, nbytes)
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        file.write(np.full(size // 4, 0.5, "float32").tobytes())
+    with h5py.File(path, "r"):  # Still a readable HDF5 file.
+        pass
+
+
+def test_damaged_weights_of_a_preset_are_refused_naming_the_file(translator, tmp_path, capsys):
+    from keras_transformer import Translator
+
+    preset = tmp_path / "preset"
+    translator.save_to_preset(preset)
+    weights = preset / "model.weights.h5"
+    size = weights.stat().st_size
+    overwrite_one_weight(weights)
+    assert weights.stat().st_size == size
+    with pytest.raises(ValueError, match=r"model\.weights\.h5.*SHA-256"):
+        Translator.from_preset(preset)
+    assert cli.main(["translate", "--model", str(preset), "uno"]) == 2
+    assert "SHA-256" in capsys.readouterr().err
+
+
+def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
+    import keras
+
+    from keras_transformer.files import write_json
+    from keras_transformer.saving.weights import DamagedFileError, check_sha256
+    from keras_transformer.training.averaging import average_last_checkpoints
+    from keras_transformer.training.checkpoints import (
+        SHA256_FILENAME,
+        checkpoint_path,
+        record_sha256,
+        save_weights_atomically,
+    )
+
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64)])
+    model.compile("sgd", "mse")
+    directory = str(tmp_path / "checkpoints")
+    for step in (1, 2):
+        path = checkpoint_path(directory, step)
+        record_sha256(directory, os.path.basename(path), save_weights_atomically(model, path))
+    assert sorted(files.read_json(os.path.join(directory, SHA256_FILENAME))) == [
+        "ckpt-00000001.weights.h5",
+        "ckpt-00000002.weights.h5",
+    ]
+    overwrite_one_weight(path)
+    with pytest.raises(DamagedFileError, match="ckpt-00000002.weights.h5: damaged"):
+        average_last_checkpoints(model, directory, 2)
+    # A checkpoint without a record (0.2.0's) is loaded unchecked.
+    write_json(os.path.join(directory, SHA256_FILENAME), {})
+    assert len(average_last_checkpoints(model, directory, 2)) == 2
+    # The backup's record is `state.json` (as `ResumableBackupAndRestore` writes it).
+    sha256 = save_weights_atomically(model, str(tmp_path / "backup.weights.h5"))
+    check_sha256(str(tmp_path / "backup.weights.h5"), sha256, "state.json")
+    overwrite_one_weight(tmp_path / "backup.weights.h5")
+    with pytest.raises(DamagedFileError, match="state.json records"):
+        check_sha256(str(tmp_path / "backup.weights.h5"), sha256, "state.json")
+
+
+@contextlib.contextmanager
+def file_size_limit(limit):
+    """Files of this process cannot grow past `limit` bytes (`ulimit -f`): a write beyond it
+    fails with `EFBIG`, as on a full disk (`SIGXFSZ`, which would kill the process, ignored)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def snapshot(directory):
+    """`{relative path: bytes}` of every file under `directory`."""
+    found = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, directory)] = open(path, "rb").read()
+    return found
+
+
+def test_a_failed_write_raises_oserror_and_keeps_the_previous_files(translator, tmp_path, capsys):
+    # Before: HDF5 failed inside its own writes (`RuntimeError: Can't decrement id ref
+    # count ... File too large`) and the process died with a segmentation fault.
+    from keras_transformer.training.checkpoints import save_weights_atomically
+
+    translator.save_to_preset(tmp_path / "preset")
+    checkpoint = str(tmp_path / "checkpoints" / "ckpt-00000001.weights.h5")
+    save_weights_atomically(translator.model, checkpoint)
+    before = snapshot(tmp_path)
+    with file_size_limit(20_000):
+        with pytest.raises(OSError, match="File too large"):
+            translator.save_to_preset(tmp_path / "preset")
+        with pytest.raises(OSError, match="File too large"):
+            save_weights_atomically(translator.model, checkpoint)
+        status = cli.main(["export", FIXTURE, str(tmp_path / "ct2"), "--format", "ctranslate2"])
+    assert snapshot(tmp_path) == before  # The old files intact, no temporary left.
+    errors = capsys.readouterr().err
+    assert status == 2 and errors.count("\n") == 1 and "File too large" in errors, errors
+
+
+def test_a_preset_save_killed_between_its_renames_loads_the_old_preset_intact(translator, tmp_path):
+    # End to end through a real save (one subprocess with Keras), without the exchange: the
+    # kill leaves no `preset/`; the next start puts the old one back, and it loads (its
+    # SHA-256 checked).
+    from keras_transformer import Translator
+
+    translator.save_to_preset(tmp_path / "preset")
+    status = run_writer("preset", tmp_path, "5", kill_after=2, exchange=False, keras_file=FIXTURE)
+    assert status == 137 and not (tmp_path / "preset").exists()
+    remove_temporaries(tmp_path)
+    assert os.listdir(tmp_path) == ["preset"]
+    assert Translator.from_preset(tmp_path / "preset").beam_size == translator.beam_size != 5
