@@ -32,6 +32,8 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.engines": ("ctranslate2", "tensorflow"),
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
+    # pytorch_model.bin (model.safetensors needs no PyTorch).
+    "keras_transformer.export.marian": ("marian", "tensorflow", "torch"),
     "keras_transformer.text": ("tensorflow",),
     "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),
