@@ -4,6 +4,7 @@
 keras-transformer translate --model exported/ "¿Dónde está?" "Hola."
 printf 'Hola.\\n¿Dónde está?\\n' | keras-transformer translate --model exported/
 keras-transformer export translator.keras exported/
+keras-transformer import --from marian opus-mt-en-de/ en-de/
 keras-transformer train --config configs/demo.toml
 ```
 
@@ -33,7 +34,7 @@ model) ends with one line on standard error, `keras-transformer: error: ...`, an
 status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
 feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL` is set.
 
-Each subcommand is a module of this package (`translate`, `export`, `train`) with an
+Each subcommand is a module of this package (`translate`, `export`, `importing`, `train`) with an
 `add_<name>_parser(subparsers)` function that registers its arguments and its handler
 `run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
 framework at import time, so `--help` loads none.
@@ -51,6 +52,7 @@ from keras_transformer.cli.common import (
     user_errors,
 )
 from keras_transformer.cli.export import add_export_parser
+from keras_transformer.cli.importing import add_import_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
 
@@ -89,6 +91,7 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_translate_parser(subparsers)
     add_export_parser(subparsers)
+    add_import_parser(subparsers)
     add_train_parser(subparsers)
     return parser
 

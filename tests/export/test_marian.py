@@ -97,18 +97,40 @@ def write_marian_directory(directory, seed=0):
         forced_eos_token_id=0,
         bad_words_ids=[[pad]],
         num_beams=4,
-        init_std=0.3,
+        init_std=0.1,
+        dropout=0.0,
     )
     torch.manual_seed(seed)
-    model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():
-        model.final_logits_bias.normal_(0.0, 1.0)
-        model.final_logits_bias[0, 0] = 2.5  # ends sentences after a few tokens
-    model.save_pretrained(directory)
-    transformers.MarianTokenizer(
+    model = transformers.MarianMTModel(config)
+    tokenizer = transformers.MarianTokenizer(
         *(str(directory / name) for name in ("source.spm", "target.spm", "vocab.json"))
-    ).save_pretrained(directory)
+    )
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0.0, 0.5)  # a buffer: training leaves it as it is
+    _train(model, tokenizer, steps=40)
+    with torch.no_grad():  # As in every OPUS-MT model (and as CTranslate2 assumes): the
+        model.model.shared.weight[pad] = 0.0  # decoder starts from a zero embedding.
+    model.eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
     return directory
+
+
+def _train(model, tokenizer, steps):
+    """A few steps on word-by-word pairs: enough for outputs that end (a random model
+    repeats one token to the length limit), and for beam searches that differ from greedy."""
+    lexicon = dict(zip(WORDS, TARGET_WORDS, strict=True))
+    sources = _sentences(WORDS, 256, 3)
+    targets = [" ".join(lexicon[word] for word in sentence.split()) for sentence in sources]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for step in range(steps):
+        rows = slice(32 * (step % 8), 32 * (step % 8 + 1))
+        batch = tokenizer(sources[rows], text_target=targets[rows], return_tensors="pt", padding=True)
+        batch["labels"][batch["labels"] == model.config.pad_token_id] = -100
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 
 
 @pytest.fixture(scope="session")
@@ -170,3 +192,153 @@ def test_logits_equal_transformers(marian_directory, hugging_face):
     print(f"{BACKEND}: max |logit difference| = {difference.max():.3g}")
     assert difference.max() < 1e-4
     assert np.all(logits[..., [0, ours["<pad>"]]] < BANNED_LOGIT / 2)
+
+
+# Decoding runs the same compiled search on every backend (tests/test_translator.py): the
+# comparisons of whole outputs run once.
+SOURCES = _sentences(WORDS, 16, 4)
+
+
+@pytest.fixture(scope="session")
+def imported(marian_directory, tmp_path_factory):
+    """`(translator, preset directory)`: the fixture's model imported once."""
+    preset = tmp_path_factory.mktemp("imported") / "preset"
+    translator = import_marian(marian_directory, preset)
+    translator.extra_length = 40
+    return translator, preset
+
+
+def _hf_generate(hugging_face, sentences, **options):
+    model, tokenizer = hugging_face
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    pad = model.config.pad_token_id
+    with torch.no_grad():
+        outputs = model.generate(
+            **batch, max_new_tokens=48, do_sample=False, bad_words_ids=[[pad]], **options
+        )
+    rows = outputs.reshape(len(sentences), -1, outputs.shape[-1]).tolist()
+    return [
+        [tokenizer.convert_ids_to_tokens([i for i in row[1:] if i != pad]) for row in hypotheses]
+        for hypotheses in rows
+    ]
+
+
+@pytest.mark.one_backend
+def test_greedy_and_beam_outputs_equal_transformers(hugging_face, imported):
+    translator, _ = imported
+    greedy = _hf_generate(hugging_face, SOURCES, num_beams=1)
+    ours = translator.translate(SOURCES, beam_size=1)
+    same = sum(o.target_tokens == g[0] for o, g in zip(ours, greedy, strict=True))
+    print(f"greedy: {same} of {len(SOURCES)} identical")
+    assert same == len(SOURCES)
+    assert all(g[0][-1] == "</s>" for g in greedy)  # finished, not cut at max_new_tokens
+
+    # Without a length penalty both searches rank by the sum of log probabilities, and
+    # both stop only when no live beam can beat a finished one: the n-best lists agree.
+    beams = _hf_generate(
+        hugging_face, SOURCES, num_beams=4, length_penalty=0.0, num_return_sequences=4
+    )
+    ours = translator.translate(SOURCES, beam_size=4, alpha=0.0, num_hypotheses=4)
+    same = sum([h.target_tokens for h in o] == b for o, b in zip(ours, beams, strict=True))
+    print(f"beam 4, no length penalty: {same} of {len(SOURCES)} n-best lists identical")
+    assert same == len(SOURCES)
+
+    # transformers divides by length ** length_penalty, ours by ((5 + length) / 6) ** alpha
+    # (GNMT): the 1-best outputs agree on most sentences, not all.
+    beams = _hf_generate(hugging_face, SOURCES, num_beams=4, length_penalty=1.0)
+    ours = translator.translate(SOURCES, beam_size=4, alpha=1.0)
+    same = sum(o.target_tokens == b[0] for o, b in zip(ours, beams, strict=True))
+    print(f"beam 4, length_penalty=1.0 vs alpha=1.0: {same} of {len(SOURCES)} identical")
+
+
+@pytest.mark.one_backend
+def test_ctranslate2_converter_gives_our_tokens(marian_directory, hugging_face, imported, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import TransformersConverter
+
+    translator, _ = imported
+    output = TransformersConverter(str(marian_directory)).convert(str(tmp_path / "ct2"))
+    engine = ctranslate2.Translator(output, device="cpu")
+    _, tokenizer = hugging_face
+    sources = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"]) for s in SOURCES]
+    ours = translator.translate(SOURCES, beam_size=1)
+    theirs = engine.translate_batch(sources, beam_size=1, max_decoding_length=48)
+    same = sum(o.target_tokens[:-1] == t.hypotheses[0] for o, t in zip(ours, theirs, strict=True))
+    print(f"CTranslate2's own converter, greedy: {same} of {len(SOURCES)} identical")
+    assert same == len(SOURCES)
+
+
+@pytest.mark.one_backend
+def test_imported_preset_translates_and_exports(imported, tmp_path):
+    from keras_transformer import cli
+    from keras_transformer.engines import CTranslate2Translator
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.translator import Translator
+
+    translator, preset = imported
+    loaded = Translator.from_preset(preset)
+    expected = translator.translate(SOURCES[:6], beam_size=4, num_hypotheses=2)
+    again = loaded.translate(SOURCES[:6], beam_size=4, num_hypotheses=2)
+    assert [[h.tokens for h in o] for o in again] == [[h.tokens for h in o] for o in expected]
+    assert loaded.preprocessor.encode_source(["el perro"])[0].to_list()[0][-1] == 3  # </s>
+
+    ct2 = export_ctranslate2(translator, tmp_path / "ct2", beam_size=1)
+    engine = CTranslate2Translator(ct2)
+    assert engine(SOURCES[:6]) == translator(SOURCES[:6], beam_size=1)
+    assert cli.main(["translate", "--model", str(preset), "--beam-size", "1", *SOURCES[:2]]) == 0
+
+
+def _copy(directory, tmp_path):
+    import shutil
+
+    target = tmp_path / "copy"
+    shutil.copytree(directory, target)
+    return target
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: (d / "source.spm").unlink(), "lacks source.spm"),
+        (lambda d: (d / "model.safetensors").unlink(), "lacks model.safetensors"),
+        (lambda d: (d / "vocab.json").write_text("[1, 2]"), "vocab.json must hold a JSON object"),
+        (lambda d: (d / "config.json").write_text("{"), "config.json is not valid JSON"),
+        (
+            lambda d: (d / "config.json").write_text(
+                (d / "config.json").read_text().replace('"swish"', '"tanh"')
+            ),
+            "activation_function='tanh'",
+        ),
+        (
+            lambda d: (d / "config.json").write_text(
+                (d / "config.json").read_text().replace('"d_model": 16', '"d_model": 32')
+            ),
+            "has shape",
+        ),
+        (
+            lambda d: (d / "model.safetensors").write_bytes(b"junk"),
+            "model.safetensors cannot be read",
+        ),
+        (lambda d: (d / "target.spm").write_bytes(b"junk"), "SentencePiece"),
+    ],
+)
+def test_hostile_directories_get_one_clear_error(marian_directory, tmp_path, change, message):
+    directory = _copy(marian_directory, tmp_path)
+    change(directory)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        import_marian(directory)
+
+
+@pytest.mark.one_backend
+def test_import_command(marian_directory, tmp_path, capsys):
+    from keras_transformer import cli
+
+    output = tmp_path / "preset"
+    assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 0
+    assert (output / "config.json").is_file()
+    assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert (
+        cli.main(["import", "--from", "marian", str(tmp_path / "none"), str(tmp_path / "x")]) == 2
+    )
