@@ -44,11 +44,12 @@ import time
 import numpy as np
 from keras import ops
 
+from keras_transformer.files import atomic_directory
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.text.sentencepiece import SentencePieceTokenizer
 from keras_transformer.text.tokenizer import read_bounded_file
-from keras_transformer.translator import Translator
+from keras_transformer.translator import Translator, load_keras_translator
 
 logger = logging.getLogger("keras_transformer")
 
@@ -484,3 +485,189 @@ def _check_positions(names, used, sizes, source):
                 f"The weights' {name!r} is not Hugging Face Marian's sinusoid table (sines "
                 f"then cosines, the paper's frequencies): it does not map. Received: source={source!r}"
             )
+
+
+# === Export ===
+def export_marian(translator, output, overwrite=False):
+    """Writes a `Translator` as a Hugging Face `MarianMTModel` directory.
+
+    `config.json`, `model.safetensors`, `generation_config.json`, `source.spm`, `target.spm`,
+    `vocab.json` and `tokenizer_config.json`: `transformers.MarianMTModel.from_pretrained` and
+    `MarianTokenizer.from_pretrained` read it. Our ids map to Marian's as the import's in
+    reverse: `[PAD]` (id 0) is dropped, `[UNK]`, `[START]` and `[END]` are written as `<unk>`,
+    `<pad>` (Marian's padding and decoder start) and `</s>`. A model with interleaved
+    sinusoids is written with its model dimensions permuted (sines first, as Marian computes
+    them), which leaves every output unchanged.
+
+    Refused, naming what does not map: pre-LN models (`norm_first`), separate embeddings, a
+    source or target tokenizer that is not a `SentencePieceTokenizer`, sources that begin
+    with `[START]` (`source_start_token=True`: `MarianTokenizer` adds `</s>` only), an
+    activation other than ReLU, SiLU or GELU. Marian's LayerNorm epsilon is fixed at `1e-5`:
+    another epsilon is written as `1e-5` with a warning (the outputs move by about the ratio
+    of epsilon to the activations' variance).
+
+    Args:
+        translator: `keras_transformer.Translator`, or the path of a `.keras` file or a
+            preset directory holding one.
+        output: str or `os.PathLike`. The directory to write.
+        overwrite: bool. Replace an existing directory. Defaults to `False`.
+
+    Returns:
+        `output`, as a str.
+    """
+    from safetensors.numpy import save_file
+
+    if isinstance(translator, (str, os.PathLike)):
+        translator = load_keras_translator(translator)
+    model = translator.model
+    problems = []
+    if model.norm_first:
+        problems.append("norm_first=True (Marian's blocks are post-LN)")
+    if not model.share_embeddings:
+        problems.append("share_embeddings=False (only shared embeddings are written)")
+    if model.activation not in ACTIVATIONS:
+        problems.append(f"activation={model.activation!r}")
+    if translator.source_start_token:
+        problems.append(
+            "source_start_token=True (sources begin with [START]; MarianTokenizer adds </s> only)"
+        )
+    tokenizers = [translator.tokenizer, translator.target_tokenizer or translator.tokenizer]
+    if not all(isinstance(tokenizer, SentencePieceTokenizer) for tokenizer in tokenizers):
+        problems.append("a tokenizer that is not a SentencePieceTokenizer (Marian reads .spm)")
+    elif tokenizers[0].get_vocabulary() != tokenizers[1].get_vocabulary():
+        problems.append("source and target tokenizers with different vocabularies")
+    if problems:
+        raise ValueError(
+            "This translator does not map onto a Hugging Face MarianMTModel: "
+            f"{'; '.join(problems)}."
+        )
+    if abs(model.layer_norm_epsilon - 1e-5) > 1e-12:
+        logger.warning(
+            "Marian's LayerNorm epsilon is 1e-5; this model's %g is written as 1e-5.",
+            model.layer_norm_epsilon,
+        )
+    output = os.fspath(output)
+    if os.path.exists(output) and not overwrite:
+        raise ValueError(
+            f"`output` exists; pass overwrite=True to replace it. Received: output={output!r}"
+        )
+    d_model = model.d_model
+    # Our residual dimensions in Marian's order: sines (our even dimensions) first.
+    dims = (
+        np.concatenate([np.arange(0, d_model, 2), np.arange(1, d_model, 2)])
+        if model.sinusoid_layout == "interleaved"
+        else np.arange(d_model)
+    )
+    embedding = ops.convert_to_numpy(model.target_embedding.embeddings)[1:, dims]
+    tensors = {"model.shared.weight": embedding}
+    if model.output_bias:
+        bias = ops.convert_to_numpy(model.target_embedding.logits_bias)[1:]
+    else:
+        bias = np.zeros(embedding.shape[0], "float32")
+    tensors["final_logits_bias"] = bias[None]
+    for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
+        for i, block in enumerate(blocks):
+            prefix = f"model.{stack}.layers.{i}."
+            attentions = [("self_attn", block.self_attention, block.self_attention_norm)]
+            if stack == "decoder":
+                attentions.append(
+                    ("encoder_attn", block.cross_attention, block.cross_attention_norm)
+                )
+            for name, attention, norm in attentions:
+                for projection, dense in (
+                    ("q_proj", attention.query_dense),
+                    ("k_proj", attention.key_dense),
+                    ("v_proj", attention.value_dense),
+                ):
+                    _write_dense(tensors, f"{prefix}{name}.{projection}", dense, dims, None)
+                _write_dense(
+                    tensors, f"{prefix}{name}.out_proj", attention.output_dense, None, dims
+                )
+                _write_norm(tensors, f"{prefix}{name}_layer_norm", norm, dims)
+            feed_forward = block.feed_forward
+            _write_dense(tensors, f"{prefix}fc1", feed_forward.inner_dense, dims, None)
+            _write_dense(tensors, f"{prefix}fc2", feed_forward.output_dense, None, dims)
+            _write_norm(tensors, f"{prefix}final_layer_norm", block.feed_forward_norm, dims)
+    vocabulary = list(tokenizers[0].get_vocabulary())[1:]
+    vocabulary[:3] = ["<unk>", "<pad>", "</s>"]
+    config = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": len(vocabulary),
+        "decoder_vocab_size": len(vocabulary),
+        "d_model": d_model,
+        "encoder_layers": model.num_layers,
+        "decoder_layers": model.num_decoder_layers,
+        "encoder_attention_heads": model.num_heads,
+        "decoder_attention_heads": model.num_heads,
+        "encoder_ffn_dim": model.ff_dim,
+        "decoder_ffn_dim": model.ff_dim,
+        "activation_function": "swish"
+        if model.activation in ("swish", "silu")
+        else model.activation,
+        "dropout": model.dropout,
+        "attention_dropout": model.attention_dropout,
+        "activation_dropout": 0.0,
+        "max_position_embeddings": max(512, translator.max_source_length),
+        "scale_embedding": True,
+        "share_encoder_decoder_embeddings": True,
+        "tie_word_embeddings": True,
+        "pad_token_id": 1,
+        "decoder_start_token_id": 1,
+        "eos_token_id": 2,
+        "forced_eos_token_id": 2,
+        "bad_words_ids": [[1]],
+        "num_beams": translator.beam_size,
+        "max_length": 512,
+        "is_encoder_decoder": True,
+    }
+    generation = {
+        key: config[key]
+        for key in (
+            "pad_token_id",
+            "decoder_start_token_id",
+            "eos_token_id",
+            "forced_eos_token_id",
+            "bad_words_ids",
+            "num_beams",
+            "max_length",
+        )
+    }
+    with atomic_directory(output) as temporary:
+        os.makedirs(temporary)
+        save_file(
+            {name: np.ascontiguousarray(value, "float32") for name, value in tensors.items()},
+            os.path.join(temporary, "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+        for name, value in (
+            ("config.json", config),
+            ("generation_config.json", generation),
+            ("vocab.json", {piece: index for index, piece in enumerate(vocabulary)}),
+            (
+                "tokenizer_config.json",
+                {"tokenizer_class": "MarianTokenizer", "model_max_length": 512},
+            ),
+        ):
+            with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
+                json.dump(value, file, ensure_ascii=False, indent=1)
+        for side, tokenizer in zip(("source", "target"), tokenizers, strict=True):
+            with open(os.path.join(temporary, f"{side}.spm"), "wb") as file:
+                file.write(tokenizer.proto)
+    return output
+
+
+def _write_dense(tensors, name, dense, input_dims, output_dims):
+    kernel = ops.convert_to_numpy(dense.kernel)  # (in, out)
+    bias = ops.convert_to_numpy(dense.bias)
+    if input_dims is not None:
+        kernel = kernel[input_dims]
+    if output_dims is not None:
+        kernel, bias = kernel[:, output_dims], bias[output_dims]
+    tensors[f"{name}.weight"] = kernel.T  # torch: (out, in)
+    tensors[f"{name}.bias"] = bias
+
+
+def _write_norm(tensors, name, norm, dims):
+    tensors[f"{name}.weight"] = ops.convert_to_numpy(norm.gamma)[dims]
+    tensors[f"{name}.bias"] = ops.convert_to_numpy(norm.beta)[dims]
