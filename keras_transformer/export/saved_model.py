@@ -382,9 +382,10 @@ def _bucket_sentences(preprocessor):
         if index not in special and token.isalpha()
     ]
     boundaries = preprocessor.bucket_boundaries
+    added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
     for word in words[:200]:
         # `[START] word × (bucket - 2) [END]` fills a bucket when the word is one piece.
-        sentences = [" ".join([word] * (bucket - 2)) for bucket in boundaries]
+        sentences = [" ".join([word] * (bucket - added)) for bucket in boundaries]
         encoded, _ = preprocessor.encode_source(sentences)
         lengths = encoded.row_lengths().numpy().tolist()
         if lengths == list(boundaries):
