@@ -225,6 +225,7 @@ def _hf_generate(hugging_face, sentences, **options):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.one_backend
 def test_greedy_and_beam_outputs_equal_transformers(hugging_face, imported):
     translator, _ = imported
@@ -254,6 +255,7 @@ def test_greedy_and_beam_outputs_equal_transformers(hugging_face, imported):
     print(f"beam 4, length_penalty=1.0 vs alpha=1.0: {same} of {len(SOURCES)} identical")
 
 
+@pytest.mark.slow
 @pytest.mark.one_backend
 def test_ctranslate2_converter_gives_our_tokens(marian_directory, hugging_face, imported, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
@@ -275,6 +277,7 @@ def test_ctranslate2_converter_gives_our_tokens(marian_directory, hugging_face, 
     assert same == len(SOURCES)
 
 
+@pytest.mark.slow
 @pytest.mark.one_backend
 def test_imported_preset_translates_and_exports(imported, tmp_path):
     from keras_transformer import cli
@@ -351,6 +354,7 @@ def test_import_command(marian_directory, tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.one_backend
 def test_export_back_to_transformers(imported, tmp_path):
     from keras_transformer import cli
