@@ -376,10 +376,11 @@ def _bucket_sentences(preprocessor):
     """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
     tokenizer = preprocessor.tokenizer
     special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
+    # SentencePiece marks a word's first piece with "▁" (U+2581): "▁casa" is the word "casa".
     words = [
-        token
+        token.removeprefix("\u2581")
         for index, token in enumerate(tokenizer.get_vocabulary())
-        if index not in special and token.isalpha()
+        if index not in special and token.removeprefix("\u2581").isalpha()
     ]
     boundaries = preprocessor.bucket_boundaries
     added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
