@@ -42,6 +42,7 @@ LAYERS = [
     ["translation"],
     ["translator"],
     ["export.versions"],
+    # The exporters, and the Marian importer beside them (`export.marian`).
     ["export"],
     ["engines"],
     ["training"],
@@ -67,6 +68,8 @@ FRAMEWORKS = {
     "sentencepiece",
     "h5py",
     "sacrebleu",
+    "safetensors",
+    "transformers",
 }
 
 

@@ -371,6 +371,7 @@ class CTranslate2Translator:
             self.target_tokenizer,
             max_source_length=self.max_source_length,
             bucket_boundaries=self.bucket_boundaries,
+            source_start_token=settings.get("source_start_token", True),
         )
         self._translator = ctranslate2.Translator(
             directory, device=device, compute_type=compute_type, intra_threads=intra_threads

@@ -66,6 +66,9 @@ class Translator(keras.Model):
             busy, so two at once use two cores; outputs do not change. Defaults to `None`:
             `min(2, os.cpu_count())` for a compiled search on TensorFlow or JAX, else `1`
             (PyTorch's eager search already uses every thread `torch.set_num_threads` gives).
+        source_start_token: bool. Sources begin with `[START]`; `False` for models trained on
+            `pieces [END]` sources (Marian / OPUS-MT, see `keras_transformer.export.marian`).
+            Defaults to `True`.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -107,6 +110,7 @@ class Translator(keras.Model):
         bucket_boundaries=None,
         jit_compile=True,
         concurrent_batches=None,
+        source_start_token=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -117,8 +121,9 @@ class Translator(keras.Model):
         self.tokenizer = tokenizer
         self.target_tokenizer = target_tokenizer
         self.preprocessor = TranslationPreprocessor(
-            tokenizer, target_tokenizer, max_source_length, bucket_boundaries
+            tokenizer, target_tokenizer, max_source_length, bucket_boundaries, source_start_token
         )
+        self.source_start_token = source_start_token
         self._generator = None
         self.beam_size = beam_size
         self.alpha = float(alpha)
@@ -247,6 +252,7 @@ class Translator(keras.Model):
         config["bucket_boundaries"] = list(self.bucket_boundaries)
         config["jit_compile"] = self.jit_compile
         config["concurrent_batches"] = self.concurrent_batches
+        config["source_start_token"] = self.source_start_token
         return config
 
     @classmethod

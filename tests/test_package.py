@@ -33,6 +33,8 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
     "keras_transformer.saving.preset": ("hub",),  # hf:// and kaggle:// presets
+    # pytorch_model.bin (model.safetensors needs no PyTorch).
+    "keras_transformer.export.marian": ("marian", "tensorflow", "torch"),
     "keras_transformer.text": ("tensorflow",),
     "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),

@@ -4,6 +4,7 @@
 keras-transformer translate --model exported/ "¿Dónde está?" "Hola."
 printf 'Hola.\\n¿Dónde está?\\n' | keras-transformer translate --model exported/
 keras-transformer export translator.keras exported/
+keras-transformer import --from marian opus-mt-en-de/ en-de/
 keras-transformer train --config configs/demo.toml
 keras-transformer evaluate --model runs/demo --sources test.es --references test.en
 ```
@@ -38,7 +39,7 @@ feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEV
 sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired
 bootstrap resampling (see `keras_transformer.cli.evaluate`).
 
-Each subcommand is a module of this package (`translate`, `export`, `train`, `evaluate`) with an
+Each subcommand is a module of this package (`translate`, `export`, `importing`, `train`, `evaluate`) with an
 `add_<name>_parser(subparsers)` function that registers its arguments and its handler
 `run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
 framework at import time, so `--help` loads none.
@@ -57,6 +58,7 @@ from keras_transformer.cli.common import (
 )
 from keras_transformer.cli.evaluate import add_evaluate_parser
 from keras_transformer.cli.export import add_export_parser
+from keras_transformer.cli.importing import add_import_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
 
@@ -97,6 +99,7 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_translate_parser(subparsers)
     add_export_parser(subparsers)
+    add_import_parser(subparsers)
     add_train_parser(subparsers)
     add_evaluate_parser(subparsers)
     return parser

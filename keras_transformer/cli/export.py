@@ -48,10 +48,11 @@ def add_export_parser(subparsers):
     )
     parser.add_argument(
         "--format",
-        choices=("saved_model", "ctranslate2"),
+        choices=("saved_model", "ctranslate2", "marian"),
         default="saved_model",
         help="'ctranslate2': a CTranslate2 model directory, for `translate --engine "
-        "ctranslate2` (default: saved_model)",
+        "ctranslate2`; 'marian': a Hugging Face MarianMTModel directory, for transformers "
+        "(default: saved_model)",
     )
     parser.add_argument(
         "--quantization",
@@ -109,7 +110,11 @@ def run_export(args):
         "warmup_batch_size": args.warmup_batch_size,
     }
     try:
-        if args.format == "ctranslate2":
+        if args.format == "marian":
+            from keras_transformer.export.marian import export_marian
+
+            written = export_marian(args.translator, args.output, overwrite=bool(args.overwrite))
+        elif args.format == "ctranslate2":
             for name, value in saved_model_only.items():
                 if value is not None:
                     raise ValueError(

@@ -2,6 +2,8 @@
 
 - `export_saved_model` (`saved_model`): a TensorFlow SavedModel serving strings (TF Serving).
 - `export_ctranslate2` (`ctranslate2`): a CTranslate2 model directory.
+- `import_marian` / `export_marian` (`marian`): Hugging Face `MarianMTModel` directories
+  (OPUS-MT) in and out.
 - `version_directory` / `latest_version` (`versions`): the numbered layout a model server
   watches, shared by both.
 
@@ -10,6 +12,7 @@ package imports Keras, not TensorFlow or CTranslate2: those load when an export 
 """
 
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+from keras_transformer.export.marian import export_marian, import_marian
 from keras_transformer.export.saved_model import (
     INPUT_NAME,
     METADATA_PATH,
@@ -34,8 +37,10 @@ __all__ = [
     "WARMUP_PATH",
     "check_translator",
     "export_ctranslate2",
+    "export_marian",
     "export_saved_model",
     "latest_version",
+    "import_marian",
     "make_serving_function",
     "make_warmup_requests",
     "read_metadata",

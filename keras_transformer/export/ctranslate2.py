@@ -1,9 +1,10 @@
 """CTranslate2 export: our `Translator`'s weights in CTranslate2's format.
 
 `export_ctranslate2(translator, directory)` maps the `Transformer` into CTranslate2's
-`TransformerSpec` (post-LN or pre-LN as the model has, ReLU, shared or separate embeddings, the
-tied output projection, the layer-norm epsilon and an explicit table of our sinusoid positions,
-counted from 0 with sines and cosines interleaved, which CTranslate2's built-in table is not),
+`TransformerSpec` (post-LN or pre-LN as the model has, ReLU, SiLU or GELU, shared or separate
+embeddings, the tied output projection and its bias, the layer-norm epsilon and an explicit
+table of our sinusoid positions, counted from 0 with sines and cosines interleaved or in halves
+as the model has them, which CTranslate2's built-in table is not),
 writes the vocabulary in our id order and stores our tokenizers and translator settings beside
 it (`write_settings`, read back by `read_settings`).
 `keras_transformer.engines.CTranslate2Translator(directory)` translates with it.
@@ -120,12 +121,18 @@ def transformer_spec(translator):
     from ctranslate2.specs import common_spec, transformer_spec
 
     model = translator.model
-    if model.activation != "relu":
+    activations = {
+        "relu": common_spec.Activation.RELU,
+        "swish": common_spec.Activation.SWISH,
+        "silu": common_spec.Activation.SWISH,
+        "gelu": common_spec.Activation.GELU,
+    }
+    if model.activation not in activations:
         raise ValueError(
-            "Only ReLU feed-forward layers map onto CTranslate2's Transformer here. "
-            f"Received: activation={model.activation!r}"
+            f"Only {', '.join(activations)} feed-forward layers map onto CTranslate2's "
+            f"Transformer here. Received: activation={model.activation!r}"
         )
-    common = dict(pre_norm=model.norm_first, activation=common_spec.Activation.RELU)
+    common = dict(pre_norm=model.norm_first, activation=activations[model.activation])
     encoder = transformer_spec.TransformerEncoderSpec(model.num_layers, model.num_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(
         model.num_decoder_layers, model.num_heads, **common
@@ -134,14 +141,16 @@ def transformer_spec(translator):
 
     # Positions 0 .. longest source bucket + extra_length: CTranslate2 refuses longer inputs.
     length = max(translator.bucket_boundaries) + translator.extra_length + 1
-    positions = _sinusoid_table(length, model.d_model)
+    positions = _sinusoid_table(length, model.d_model, model.sinusoid_layout)
     source = _numpy(model.source_embedding.embeddings)
     target = _numpy(model.target_embedding.embeddings)
     encoder.embeddings[0].weight = source
     encoder.position_encodings.encodings = positions
     decoder.embeddings.weight = target
     decoder.position_encodings.encodings = positions
-    decoder.projection.weight = target  # tied output projection, no bias
+    decoder.projection.weight = target  # tied output projection
+    if model.output_bias:
+        decoder.projection.bias = _numpy(model.target_embedding.logits_bias)
     if model.norm_first:
         _set_norm(encoder.layer_norm, model.encoder_norm)
         _set_norm(decoder.layer_norm, model.decoder_norm)
@@ -168,8 +177,9 @@ def transformer_spec(translator):
     return spec
 
 
-def _sinusoid_table(length, d_model):
-    return ops.convert_to_numpy(sinusoidal_encoding(length, d_model)).astype("float32")
+def _sinusoid_table(length, d_model, layout):
+    table = sinusoidal_encoding(length, d_model, layout=layout)
+    return ops.convert_to_numpy(table).astype("float32")
 
 
 def _numpy(variable):
@@ -218,6 +228,7 @@ def write_settings(translator, directory, quantization, beam_size, alpha):
         "batch_size": translator.batch_size,
         "bucket_boundaries": list(translator.bucket_boundaries),
         "quantization": quantization,
+        "source_start_token": translator.source_start_token,
     }
     for name, tokenizer in tokenizers.items():
         metadata[name] = keras.saving.serialize_keras_object(tokenizer)

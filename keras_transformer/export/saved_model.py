@@ -409,15 +409,17 @@ def _bucket_sentences(preprocessor):
     """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
     tokenizer = preprocessor.tokenizer
     special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
+    # SentencePiece marks a word's first piece with "▁" (U+2581): "▁casa" is the word "casa".
     words = [
-        token
+        token.removeprefix("\u2581")
         for index, token in enumerate(tokenizer.get_vocabulary())
-        if index not in special and token.isalpha()
+        if index not in special and token.removeprefix("\u2581").isalpha()
     ]
     boundaries = preprocessor.bucket_boundaries
+    added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
     for word in words[:200]:
         # `[START] word × (bucket - 2) [END]` fills a bucket when the word is one piece.
-        sentences = [" ".join([word] * (bucket - 2)) for bucket in boundaries]
+        sentences = [" ".join([word] * (bucket - added)) for bucket in boundaries]
         encoded, _ = preprocessor.encode_source(sentences)
         lengths = encoded.row_lengths().numpy().tolist()
         if lengths == list(boundaries):

@@ -9,17 +9,22 @@ from keras_transformer import _backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
+SINUSOID_LAYOUTS = ("interleaved", "halves")
 
-def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32"):
+
+def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32", layout="interleaved"):
     """The paper's position encodings for positions `start_index .. start_index+length-1`.
 
     `PE(pos, 2i) = sin(pos / 10000^(2i/d_model))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))`.
+    With `layout="halves"` the same values are laid out as all sines (dimensions
+    `0 .. d_model/2 - 1`) then all cosines, as Hugging Face's Marian models (OPUS-MT) do.
 
     Args:
         length: int or scalar tensor. Number of positions.
         d_model: int. Even model width.
         start_index: int or scalar tensor. First position. Defaults to `0`.
         dtype: output dtype. Defaults to `"float32"`.
+        layout: str. `"interleaved"` (the paper's) or `"halves"`. Defaults to `"interleaved"`.
 
     Returns:
         `(length, d_model)` tensor.
@@ -28,6 +33,9 @@ def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32"):
     two_i = ops.cast(ops.arange(0, d_model, 2), "float32")  # (d_model/2,)
     inverse_freq = ops.exp(two_i * (-math.log(10000.0) / d_model))  # 1 / 10000^(2i/d)
     angles = positions[:, None] * inverse_freq[None, :]  # (length, d_model/2)
+    if layout == "halves":
+        encoding = ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
+        return ops.cast(encoding, dtype)  # (length, d_model)
     # Interleave: sin on even dimensions, cos on odd ones.
     encoding = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (length, d/2, 2)
     return ops.cast(ops.reshape(encoding, (-1, d_model)), dtype)
@@ -48,6 +56,11 @@ class PositionalEmbedding(keras.layers.Layer):
         mask_zero: bool. Token id 0 is padding: the output carries a Keras mask.
             Defaults to `True`.
         scale: bool. Multiply token embeddings by √d_model. Defaults to `True`.
+        sinusoid_layout: str. `"interleaved"` (the paper's: sine and cosine alternate) or
+            `"halves"` (all sines, then all cosines: Hugging Face's Marian), see
+            `sinusoidal_encoding`. Defaults to `"interleaved"`.
+        output_bias: bool. Add a learned bias (initially zero) to the `reverse=True` logits
+            (Marian's `final_logits_bias`). Defaults to `False`.
         embeddings_initializer: initializer of the embedding matrix. Defaults to a
             normal with stddev d_model^-0.5, so that scaled embeddings have unit
             variance like the encodings they are added to.
@@ -64,7 +77,8 @@ class PositionalEmbedding(keras.layers.Layer):
             encodings of positions `start_index ..` are then read from it instead of
             computed (a cached decoding step's sin/cos are a dozen small operations).
             Defaults to `None`.
-        reverse: bool. Return float32 logits `(batch, length, vocabulary_size)` = `inputs · Eᵀ`.
+        reverse: bool. Return float32 logits `(batch, length, vocabulary_size)` = `inputs · Eᵀ`
+            (`+ output_bias` when the layer has one).
         training: bool. Enables dropout.
 
     Returns:
@@ -92,6 +106,8 @@ class PositionalEmbedding(keras.layers.Layer):
         scale=True,
         embeddings_initializer=None,
         seed=None,
+        sinusoid_layout="interleaved",
+        output_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -103,6 +119,13 @@ class PositionalEmbedding(keras.layers.Layer):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        if sinusoid_layout not in SINUSOID_LAYOUTS:
+            raise ValueError(
+                f"`sinusoid_layout` must be one of {SINUSOID_LAYOUTS}. "
+                f"Received: sinusoid_layout={sinusoid_layout!r}"
+            )
+        self.sinusoid_layout = sinusoid_layout
+        self.output_bias = bool(output_bias)
         self.vocabulary_size = vocabulary_size
         self.d_model = d_model
         self.dropout = dropout
@@ -121,6 +144,10 @@ class PositionalEmbedding(keras.layers.Layer):
             initializer=self.embeddings_initializer,
             trainable=True,
         )
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros"
+            )
         self.dropout_layer = Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="embedding_dropout"
         )
@@ -130,7 +157,10 @@ class PositionalEmbedding(keras.layers.Layer):
         if reverse:
             # Pre-softmax projection with the shared matrix, in float32.
             hidden = ops.cast(inputs, "float32")
-            return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+            logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+            if self.output_bias:
+                logits = logits + ops.cast(self.logits_bias, "float32")
+            return logits
         inputs = ops.cast(inputs, "int32")
         x = ops.take(self.embeddings, inputs, axis=0)  # (batch, length, d_model)
         x = ops.cast(x, self.compute_dtype)
@@ -138,7 +168,9 @@ class PositionalEmbedding(keras.layers.Layer):
             x = x * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
         length = _backend.dims(inputs)[1]
         if encoding_table is None:
-            encoding = sinusoidal_encoding(length, self.d_model, start_index, self.compute_dtype)
+            encoding = sinusoidal_encoding(
+                length, self.d_model, start_index, self.compute_dtype, self.sinusoid_layout
+            )
         else:
             positions = ops.arange(length, dtype="int32") + ops.cast(start_index, "int32")
             encoding = ops.take(_backend.cast_like(encoding_table, x), positions, axis=0)
@@ -163,6 +195,8 @@ class PositionalEmbedding(keras.layers.Layer):
                     self.embeddings_initializer
                 ),
                 "seed": self.seed,
+                "sinusoid_layout": self.sinusoid_layout,
+                "output_bias": self.output_bias,
             }
         )
         return config

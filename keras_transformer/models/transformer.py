@@ -61,6 +61,11 @@ class Transformer(keras.Model):
             embedding stays tied to the output projection. Defaults to `True`.
         layer_norm_epsilon: float. Defaults to `1e-6`.
         seed: int. Dropout seed. Defaults to `None`.
+        sinusoid_layout: str. Position encodings with sines and cosines `"interleaved"` (the
+            paper's) or in `"halves"` (Hugging Face's Marian / OPUS-MT models); see
+            `keras_transformer.layers.sinusoidal_encoding`. Defaults to `"interleaved"`.
+        output_bias: bool. A bias on the output logits (Marian's `final_logits_bias`).
+            Defaults to `False`: the paper's tied projection without bias.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
 
     Example:
@@ -92,6 +97,8 @@ class Transformer(keras.Model):
         share_embeddings=True,
         layer_norm_epsilon=1e-6,
         seed=None,
+        sinusoid_layout="interleaved",
+        output_bias=False,
         **kwargs,
     ):
         target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
@@ -129,16 +136,25 @@ class Transformer(keras.Model):
         )
 
         # === Layers ===
-        def embedding(vocab, name):
+        def embedding(vocab, name, bias):
             return PositionalEmbedding(
-                vocab, d_model, dropout=dropout, seed=seed, dtype=dtype, name=name
+                vocab,
+                d_model,
+                dropout=dropout,
+                seed=seed,
+                sinusoid_layout=sinusoid_layout,
+                output_bias=bias,
+                dtype=dtype,
+                name=name,
             )
 
         if share_embeddings:
-            source_embedding = target_embedding = embedding(vocabulary_size, "shared_embedding")
+            source_embedding = target_embedding = embedding(
+                vocabulary_size, "shared_embedding", output_bias
+            )
         else:
-            source_embedding = embedding(vocabulary_size, "source_embedding")
-            target_embedding = embedding(target_vocabulary_size, "target_embedding")
+            source_embedding = embedding(vocabulary_size, "source_embedding", False)
+            target_embedding = embedding(target_vocabulary_size, "target_embedding", output_bias)
         encoder_blocks = [
             EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(num_layers)
         ]
@@ -199,6 +215,8 @@ class Transformer(keras.Model):
         self.share_embeddings = share_embeddings
         self.layer_norm_epsilon = layer_norm_epsilon
         self.seed = seed
+        self.sinusoid_layout = sinusoid_layout
+        self.output_bias = bool(output_bias)
         self._dtype_argument = dtype
 
     @classmethod
@@ -354,7 +372,9 @@ class Transformer(keras.Model):
         """The target position encodings of positions `0 .. max_length - 1`, computed once
         for `decode_step(..., encoding_table=...)`: `(max_length, d_model)`."""
         dtype = self.target_embedding.compute_dtype
-        return sinusoidal_encoding(max_length, self.d_model, dtype=dtype)
+        return sinusoidal_encoding(
+            max_length, self.d_model, dtype=dtype, layout=self.sinusoid_layout
+        )
 
     def get_config(self):
         return {
@@ -374,6 +394,8 @@ class Transformer(keras.Model):
             "share_embeddings": self.share_embeddings,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "seed": self.seed,
+            "sinusoid_layout": self.sinusoid_layout,
+            "output_bias": self.output_bias,
             **({} if self._dtype_argument is None else {"dtype": self._dtype_argument}),
         }
 

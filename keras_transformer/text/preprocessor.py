@@ -37,6 +37,9 @@ class TranslationPreprocessor(keras.layers.Layer):
         bucket_boundaries: ascending list of int `>= 2`, the padded lengths; `max_source_length`
             is always the last. Defaults to `None`:
             `keras_transformer.data.default_bucket_boundaries(max_source_length)`.
+        source_start_token: bool. Encoder inputs begin with `[START]`. `False` encodes sources
+            as `pieces [END]` (Marian / OPUS-MT models); truncation then keeps
+            `max_source_length - 1` pieces. Defaults to `True`.
         **kwargs: `keras.layers.Layer` arguments (`name`).
 
     Call arguments:
@@ -65,6 +68,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         target_tokenizer=None,
         max_source_length=128,
         bucket_boundaries=None,
+        source_start_token=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -89,6 +93,12 @@ class TranslationPreprocessor(keras.layers.Layer):
         self.target_tokenizer = target_tokenizer
         self.max_source_length = max_source_length
         self.bucket_boundaries = check_bucket_boundaries(bucket_boundaries, max_source_length)
+        if not isinstance(source_start_token, bool):
+            raise ValueError(
+                "`source_start_token` must be a bool. "
+                f"Received: source_start_token={source_start_token!r}"
+            )
+        self.source_start_token = source_start_token
         # Strings in, ids out: Keras must not convert the inputs to backend tensors.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -107,11 +117,11 @@ class TranslationPreprocessor(keras.layers.Layer):
         return inputs, _pad(labels, length, self.targets.pad_id)
 
     def encode_source(self, sources, truncate=True):
-        """`[START] pieces [END]` of each source, and which were truncated.
+        """`[START] pieces [END]` (or `pieces [END]`) of each source, and which were truncated.
 
         Args:
             sources: string `tf.Tensor` `(batch,)` or a list of str.
-            truncate: bool. Keep at most `max_source_length - 2` pieces. Defaults to `True`.
+            truncate: bool. Keep at most `max_source_length` ids. Defaults to `True`.
 
         Returns:
             `(ids, truncated)`: int32 `tf.RaggedTensor` `(batch, None)` and bool `(batch,)`.
@@ -119,7 +129,8 @@ class TranslationPreprocessor(keras.layers.Layer):
         tokenizer = self.tokenizer
         max_length = self.max_source_length if truncate else None
         pieces = tokenizer.tokenize(sources)  # (batch, None)
-        return source_ids(pieces, tokenizer.start_id, tokenizer.end_id, max_length)
+        start_id = tokenizer.start_id if self.source_start_token else None
+        return source_ids(pieces, start_id, tokenizer.end_id, max_length)
 
     def encode_target(self, targets):
         """`([START] pieces, pieces [END])` of each target (truncated as the sources).
@@ -143,7 +154,7 @@ class TranslationPreprocessor(keras.layers.Layer):
             `(batch,)`, the sources without any token, which translate to `""`.
         """
         encoder_inputs, truncated = self.encode_source(sources)
-        empty = encoder_inputs.row_lengths() <= 2
+        empty = encoder_inputs.row_lengths() <= (2 if self.source_start_token else 1)
         return {"encoder_inputs": encoder_inputs, "truncated": truncated, "empty": empty}
 
     def pad_batch(self, encoder_inputs, length=None):
@@ -199,6 +210,7 @@ class TranslationPreprocessor(keras.layers.Layer):
                 ),
                 "max_source_length": self.max_source_length,
                 "bucket_boundaries": list(self.bucket_boundaries),
+                "source_start_token": self.source_start_token,
             }
         )
         return config
@@ -213,11 +225,12 @@ class TranslationPreprocessor(keras.layers.Layer):
 
 
 def source_ids(pieces, start_id, end_id, max_length=None):
-    """`[START] pieces [END]`, keeping at most `max_length - 2` pieces.
+    """`[START] pieces [END]`, keeping at most `max_length - 2` pieces (`pieces [END]` and
+    `max_length - 1` pieces when `start_id` is `None`).
 
     Args:
         pieces: int `tf.RaggedTensor` `(batch, None)`, the word pieces.
-        start_id: int.
+        start_id: int, or `None` for no start token.
         end_id: int.
         max_length: int, or `None` for no truncation. Defaults to `None`.
 
@@ -227,11 +240,12 @@ def source_ids(pieces, start_id, end_id, max_length=None):
     tf = _tf()
     pieces = tf.cast(pieces, tf.int32)
     truncated = tf.zeros_like(pieces.row_lengths(), tf.bool)
+    added = 1 if start_id is None else 2
     if max_length is not None:
-        truncated = pieces.row_lengths() > max_length - 2
-        pieces = pieces[:, : max_length - 2]
-    start, end = _column(pieces, start_id), _column(pieces, end_id)
-    return tf.concat([start, pieces, end], axis=1), truncated
+        truncated = pieces.row_lengths() > max_length - added
+        pieces = pieces[:, : max_length - added]
+    start = [] if start_id is None else [_column(pieces, start_id)]
+    return tf.concat([*start, pieces, _column(pieces, end_id)], axis=1), truncated
 
 
 def target_ids(pieces, start_id, end_id):

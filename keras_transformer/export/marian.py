@@ -1,0 +1,673 @@
+"""Marian / OPUS-MT models in and out: Hugging Face `MarianMTModel` directories.
+
+`import_marian(source, output)` reads a Hugging Face `MarianMTModel` directory (`config.json`,
+`model.safetensors` or `pytorch_model.bin`, `source.spm`, `target.spm`, `vocab.json`: what
+every Helsinki-NLP OPUS-MT model on the Hugging Face Hub holds) and writes one of our preset
+directories, whose `Translator` computes the same logits. `export_marian(translator, output)`
+writes such a directory back from a `Translator` whose architecture Marian can express.
+
+How a Marian model maps onto our `Transformer` (each checked against transformers'
+`modeling_marian.py`):
+
+- Post-LN blocks, biases on every projection, LayerNorm epsilon `1e-5`, token embeddings
+  scaled by sqrt(d_model) (`scale_embedding`), one matrix for both embeddings and the output
+  projection (`share_encoder_decoder_embeddings`), activation from `activation_function`
+  (OPUS-MT: `swish`, i.e. SiLU): the `Transformer` arguments of those names.
+- Positions: the paper's sinusoid frequencies, counted from 0, with all sines before all
+  cosines (`sinusoid_layout="halves"`).
+- `final_logits_bias`: the `Transformer`'s `output_bias`.
+- Ids: Marian's `</s>` is id 0 and its padding is also its decoder start token, while our
+  models pad with id 0 and start from `[START]`. The import adds one padding row (zeros) at id
+  0 and reorders the vocabulary as `[PAD] <unk> <pad> </s>` then the rest in Marian's order,
+  so that Marian's `<pad>` is our `[START]` and `</s>` our `[END]`: the embedding rows and the
+  bias are permuted the same way, nothing else changes. The output bias of both padding ids is
+  set to `-1e4` (`BANNED_LOGIT`): transformers bans Marian's pad from the output
+  (`bad_words_ids` in every OPUS-MT configuration); ours bans it in the weights, so every engine
+  (SavedModel, CTranslate2) does too.
+- Sources: `pieces </s>`, no start token (`Translator(source_start_token=False)`).
+- Text: two SentencePiece models (source and target) and one shared `vocab.json` mapping their
+  pieces to ids. Each becomes a `SentencePieceTokenizer` whose model lists the pieces of
+  `vocab.json` in our id order: its own pieces keep their scores, the other side's pieces can
+  never be chosen when encoding (score `-1e6`) but detokenize as written, and language tokens
+  (`>>fra<<`) are user-defined pieces, kept whole.
+
+Reading `model.safetensors` needs the `safetensors` package (the `marian` extra), not
+PyTorch; `pytorch_model.bin` needs PyTorch.
+"""
+
+import json
+import logging
+import os
+import re
+import time
+
+import numpy as np
+from keras import ops
+
+from keras_transformer.files import atomic_directory
+from keras_transformer.layers.positional_embedding import sinusoidal_encoding
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.text.sentencepiece import SentencePieceTokenizer
+from keras_transformer.text.tokenizer import read_bounded_file
+from keras_transformer.translator import Translator, load_keras_translator
+
+logger = logging.getLogger("keras_transformer")
+
+# The output logit given to the padding ids (ours and Marian's, which is the start token).
+BANNED_LOGIT = -1e4
+# What our `Transformer` pads with; added at id 0 (a name no Marian vocabulary uses).
+PAD_PIECE = "[PAD]"
+MAX_CONFIG_BYTES = 1 << 20
+MAX_VOCABULARY_BYTES = 1 << 27
+MAX_WEIGHTS_BYTES = 1 << 36
+# The score of a piece of `vocab.json` the tokenizer's own SentencePiece model lacks: below
+# any unknown-character path, so encoding never picks it (transformers maps such text to <unk>).
+ABSENT_PIECE_SCORE = -1e6
+LANGUAGE_TOKEN = re.compile(r"^>>.+<<$")
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+FILES = ("config.json", "vocab.json", "source.spm", "target.spm")
+
+
+def import_marian(source, output=None, max_source_length=None, overwrite=False):
+    """Imports a Hugging Face `MarianMTModel` directory (an OPUS-MT model) as a `Translator`.
+
+    Args:
+        source: str or `os.PathLike`. The directory: `config.json`, `model.safetensors` (or
+            `pytorch_model.bin`, which needs PyTorch), `source.spm`, `target.spm` and
+            `vocab.json`.
+        output: str or `os.PathLike`. The preset directory to write (`Translator.from_preset`
+            and `keras-transformer translate --model` read it). Defaults to `None`: write
+            nothing.
+        max_source_length: int. The translator's longest source (ids, `</s>` included),
+            at most the model's `max_position_embeddings`. Defaults to `None`: 256, or
+            `max_position_embeddings` when smaller.
+        overwrite: bool. Replace an existing `output` preset. Defaults to `False`.
+
+    Returns:
+        A `keras_transformer.Translator` (beam size from the model's `num_beams`, length
+        penalty `alpha=1.0`; see the "Use an OPUS-MT model" page for how it compares with
+        transformers' `length_penalty`).
+
+    Raises:
+        ValueError: one message naming every file or setting that does not fit.
+    """
+
+    started = time.perf_counter()
+    source = os.fspath(source)
+    config, vocabulary, protos, weights = read_marian_directory(source)
+    sizes = _architecture(config, source)
+    order = _our_order(vocabulary, config)
+    positions = config.get("max_position_embeddings", 512)
+    if max_source_length is None:
+        max_source_length = min(256, positions)
+    if not isinstance(max_source_length, int) or not 3 <= max_source_length <= positions:
+        raise ValueError(
+            f"`max_source_length` must be an int in [3, {positions}] (the model's "
+            f"max_position_embeddings). Received: max_source_length={max_source_length!r}"
+        )
+    tokenizers = [
+        SentencePieceTokenizer(proto=_tokenizer_proto(protos[side], order, side == "source"))
+        for side in ("source", "target")
+    ]
+    model = _build_model(sizes, weights, order, source)
+    translator = Translator(
+        model,
+        tokenizers[0],
+        target_tokenizer=tokenizers[1],
+        beam_size=int(config.get("num_beams") or 4),
+        alpha=1.0,
+        max_source_length=max_source_length,
+        source_start_token=False,
+    )
+    if output is not None:
+        output = os.fspath(output)
+        if os.path.exists(output) and not overwrite:
+            raise ValueError(
+                f"`output` exists; pass overwrite=True (--overwrite) to replace it. "
+                f"Received: output={output!r}"
+            )
+        translator.save_to_preset(output)
+    logger.info("Imported %s in %.1f s", source, time.perf_counter() - started)
+    return translator
+
+
+def read_marian_directory(source):
+    """Reads and checks the files of a Marian directory.
+
+    Returns:
+        `(config dict, vocabulary dict piece -> id, {"source": bytes, "target": bytes},
+        weights dict name -> float32 NumPy array)`.
+    """
+    if not os.path.isdir(source):
+        raise ValueError(
+            f"`source` must be a Hugging Face MarianMTModel directory. Received: source={source!r}"
+        )
+    missing = [name for name in FILES if not os.path.isfile(os.path.join(source, name))]
+    weights_files = [
+        name
+        for name in ("model.safetensors", "pytorch_model.bin")
+        if os.path.isfile(os.path.join(source, name))
+    ]
+    if not weights_files:
+        missing.append("model.safetensors (or pytorch_model.bin)")
+    if missing:
+        raise ValueError(
+            f"`source` is not a Hugging Face MarianMTModel directory: it lacks {', '.join(missing)}. "
+            f"Received: source={source!r}"
+        )
+    config = _read_json(os.path.join(source, "config.json"), MAX_CONFIG_BYTES, "config.json")
+    vocabulary = _read_json(os.path.join(source, "vocab.json"), MAX_VOCABULARY_BYTES, "vocab.json")
+    protos = {
+        side: read_bounded_file(os.path.join(source, f"{side}.spm"), 1 << 27, True, f"{side}.spm")
+        for side in ("source", "target")
+    }
+    weights = _read_weights(os.path.join(source, weights_files[0]))
+    return config, vocabulary, protos, weights
+
+
+def _read_json(path, limit, what):
+    data = read_bounded_file(path, limit, True, what)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{what} is not valid JSON ({error}). Received: path={path!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must hold a JSON object. Received: path={path!r}")
+    return value
+
+
+def _read_weights(path):
+    """`{name: float32 array}` from `model.safetensors` (no PyTorch) or `pytorch_model.bin`."""
+    if path.endswith(".safetensors"):
+        try:
+            from safetensors.numpy import load_file
+        except ImportError:
+            raise ValueError(
+                "Reading model.safetensors needs the `safetensors` package: "
+                "pip install keras-transformer[marian]"
+            ) from None
+        try:
+            tensors = load_file(path)
+        except Exception as error:  # safetensors raises its own error types.
+            raise ValueError(
+                f"model.safetensors cannot be read ({error}). Received: path={path!r}"
+            ) from None
+    else:
+        try:
+            import torch
+        except ImportError:
+            raise ValueError(
+                "This directory holds pytorch_model.bin, which needs PyTorch to read "
+                "(pip install torch); a model.safetensors file needs only `safetensors`. "
+                f"Received: path={path!r}"
+            ) from None
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # pickle, zip and torch errors alike.
+            raise ValueError(
+                f"pytorch_model.bin cannot be read ({error}). Received: path={path!r}"
+            ) from None
+        tensors = {name: value.float().numpy() for name, value in state.items()}
+    return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
+
+
+def _architecture(config, source):
+    """Our `Transformer` arguments for a Marian `config.json`; refuses what does not map."""
+    problems = []
+    if config.get("model_type") != "marian":
+        problems.append(f"model_type={config.get('model_type')!r} (expected 'marian')")
+    activation = ACTIVATIONS.get(config.get("activation_function", "gelu"))
+    if activation is None:
+        problems.append(f"activation_function={config.get('activation_function')!r}")
+    for key, expected in (
+        ("scale_embedding", True),
+        ("normalize_before", False),
+        ("share_encoder_decoder_embeddings", True),
+        ("tie_word_embeddings", True),
+    ):
+        if config.get(key, expected) != expected:
+            problems.append(f"{key}={config.get(key)!r} (only {expected} maps)")
+    for key in ("encoder_attention_heads", "encoder_ffn_dim"):
+        twin = key.replace("encoder", "decoder")
+        if config.get(key) != config.get(twin):
+            problems.append(f"{key}={config.get(key)!r} but {twin}={config.get(twin)!r}")
+    if config.get("decoder_start_token_id", config.get("pad_token_id")) != config.get(
+        "pad_token_id"
+    ):
+        problems.append("decoder_start_token_id differs from pad_token_id")
+    sizes = {}
+    for ours, theirs in (
+        ("vocabulary_size", "vocab_size"),
+        ("num_layers", "encoder_layers"),
+        ("num_decoder_layers", "decoder_layers"),
+        ("d_model", "d_model"),
+        ("num_heads", "encoder_attention_heads"),
+        ("ff_dim", "encoder_ffn_dim"),
+    ):
+        value = config.get(theirs)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{theirs}={value!r} (expected a positive int)")
+        sizes[ours] = value
+    if problems:
+        raise ValueError(
+            f"config.json describes a model that does not map onto keras-transformer's "
+            f"Transformer: {'; '.join(problems)}. Received: source={source!r}"
+        )
+    sizes["vocabulary_size"] += 1  # our padding id
+    sizes.update(
+        activation=activation,
+        dropout=float(config.get("dropout", 0.1)),
+        attention_dropout=float(config.get("attention_dropout", 0.0)),
+    )
+    return sizes
+
+
+def _our_order(vocabulary, config):
+    """`[PAD]` then Marian's pieces in our id order: `<unk>`, Marian's pad (our `[START]`),
+    `</s>` (our `[END]`), then the others in Marian's order."""
+    size = config.get("vocab_size")
+    ids = (
+        sorted(vocabulary.values())
+        if all(isinstance(v, int) for v in vocabulary.values())
+        else None
+    )
+    if ids != list(range(size)) or not all(
+        isinstance(piece, str) and piece for piece in vocabulary
+    ):
+        raise ValueError(
+            f"vocab.json must map {size} distinct non-empty pieces to the ids 0..{size - 1} "
+            f"(config.json's vocab_size). Received: {len(vocabulary)} entries"
+        )
+    pieces = sorted(vocabulary, key=vocabulary.get)
+    special = {}
+    for name, key in (("pad", "pad_token_id"), ("end", "eos_token_id")):
+        index = config.get(key)
+        if not isinstance(index, int) or not 0 <= index < size:
+            raise ValueError(
+                f"config.json's {key} must be an id of vocab.json. Received: {key}={index!r}"
+            )
+        special[name] = index
+    if "<unk>" not in vocabulary:
+        raise ValueError("vocab.json has no `<unk>` piece. Received: vocab.json without <unk>")
+    special["unk"] = vocabulary["<unk>"]
+    reserved = [special["unk"], special["pad"], special["end"]]
+    if len(set(reserved)) != 3 or PAD_PIECE in vocabulary:
+        raise ValueError(
+            f"vocab.json's <unk>, pad and </s> ids must differ, and it must not use {PAD_PIECE!r}. "
+            f"Received: ids {reserved}"
+        )
+    rest = [index for index in range(size) if index not in reserved]
+    return [PAD_PIECE] + [pieces[index] for index in reserved + rest], [None] + reserved + rest
+
+
+def _tokenizer_proto(data, order, is_source):
+    """A SentencePiece model of `data`'s text rules whose pieces are `order` (our ids)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    pieces, _ = order
+    model = sentencepiece_model_pb2.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:  # protobuf raises DecodeError or RuntimeError
+        raise ValueError("source.spm / target.spm must be SentencePiece models.") from None
+    if not len(model.pieces):
+        raise ValueError("source.spm / target.spm must be SentencePiece models with pieces.")
+    scores = {piece.piece: piece.score for piece in model.pieces}
+    normal, unknown, control, user = 1, 2, 3, 4
+    unigram = model.trainer_spec.model_type == 1
+    missing = [
+        piece.piece
+        for piece in model.pieces
+        if piece.piece not in pieces[1:] and piece.type == normal
+    ]
+    if missing:
+        logger.warning(
+            "%d pieces of the %s SentencePiece model are not in vocab.json; the tokenizer never "
+            "produces them (transformers maps them to <unk>), e.g. %s",
+            len(missing),
+            "source" if is_source else "target",
+            missing[:5],
+        )
+    new_pieces = []
+    for index, piece in enumerate(pieces):
+        entry = sentencepiece_model_pb2.ModelProto.SentencePiece(piece=piece, score=0.0)
+        if index in (0, 2, 3):
+            entry.type = control
+        elif index == 1:
+            entry.type = unknown
+        elif is_source and LANGUAGE_TOKEN.match(piece):
+            entry.type = user
+        elif piece in scores:
+            entry.score = scores[piece]
+        elif unigram:
+            entry.score = ABSENT_PIECE_SCORE
+        else:
+            entry.type = control
+        new_pieces.append(entry)
+    del model.pieces[:]
+    model.pieces.extend(new_pieces)
+    spec = model.trainer_spec
+    spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id = 0, 1, 2, 3
+    spec.pad_piece, spec.unk_piece, spec.bos_piece, spec.eos_piece = pieces[:4]
+    spec.vocab_size = len(pieces)
+    return model.SerializeToString(deterministic=True)
+
+
+# === Weights ===
+def _build_model(sizes, weights, order, source):
+    names = _strip_prefix(weights)
+    model = Transformer(
+        **sizes,
+        share_embeddings=True,
+        layer_norm_epsilon=1e-5,
+        sinusoid_layout="halves",
+        output_bias=True,
+    )
+    model(
+        {
+            "encoder_inputs": np.ones((1, 2), "int32"),
+            "decoder_inputs": np.ones((1, 2), "int32"),
+        }
+    )
+    _, marian_ids = order
+    used = set()
+
+    def take(name, shape=None):
+        if name not in names:
+            raise ValueError(
+                f"The weights lack {name!r}: this is not a MarianMTModel checkpoint of "
+                f"config.json's architecture. Received: source={source!r}"
+            )
+        used.add(name)
+        value = names[name]
+        if shape is not None and value.shape != tuple(shape):
+            raise ValueError(
+                f"The weight {name!r} has shape {value.shape}; config.json implies "
+                f"{tuple(shape)}. Received: source={source!r}"
+            )
+        return value
+
+    vocabulary_size, d_model = sizes["vocabulary_size"] - 1, sizes["d_model"]
+    embedding_names = [
+        name
+        for name in (
+            "shared.weight",
+            "encoder.embed_tokens.weight",
+            "decoder.embed_tokens.weight",
+            "lm_head.weight",
+        )
+        if name in names
+    ]
+    if not embedding_names:
+        raise ValueError(
+            f"The weights hold no token embedding (shared.weight). Received: source={source!r}"
+        )
+    embedding = take(embedding_names[0], (vocabulary_size, d_model))
+    for name in embedding_names[1:]:
+        if not np.array_equal(take(name), embedding):
+            raise ValueError(
+                f"The weights' {name!r} differs from {embedding_names[0]!r}: only shared "
+                f"embeddings map. Received: source={source!r}"
+            )
+    bias = (
+        take("final_logits_bias").reshape(-1)
+        if "final_logits_bias" in names
+        else np.zeros(vocabulary_size)
+    )
+    if bias.shape != (vocabulary_size,):
+        raise ValueError(f"final_logits_bias has shape {bias.shape}. Received: source={source!r}")
+    rows = np.array(marian_ids[1:])
+    table = np.concatenate([np.zeros((1, d_model), "float32"), embedding[rows]])
+    logits_bias = np.concatenate([[0.0], bias[rows]]).astype("float32")
+    logits_bias[[0, 2]] = BANNED_LOGIT
+    model.target_embedding.embeddings.assign(table)
+    model.target_embedding.logits_bias.assign(logits_bias)
+    _check_positions(names, used, sizes, source)
+
+    ff_dim = sizes["ff_dim"]
+    for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
+        for i, block in enumerate(blocks):
+            prefix = f"{stack}.layers.{i}."
+            attentions = [("self_attn", block.self_attention, block.self_attention_norm)]
+            if stack == "decoder":
+                attentions.append(
+                    ("encoder_attn", block.cross_attention, block.cross_attention_norm)
+                )
+            for name, attention, norm in attentions:
+                for projection, dense in (
+                    ("q_proj", attention.query_dense),
+                    ("k_proj", attention.key_dense),
+                    ("v_proj", attention.value_dense),
+                    ("out_proj", attention.output_dense),
+                ):
+                    _assign_dense(dense, take, f"{prefix}{name}.{projection}", d_model, d_model)
+                _assign_norm(norm, take, f"{prefix}{name}_layer_norm", d_model)
+            feed_forward = block.feed_forward
+            _assign_dense(feed_forward.inner_dense, take, f"{prefix}fc1", d_model, ff_dim)
+            _assign_dense(feed_forward.output_dense, take, f"{prefix}fc2", ff_dim, d_model)
+            _assign_norm(block.feed_forward_norm, take, f"{prefix}final_layer_norm", d_model)
+    unused = sorted(set(names) - used)
+    if unused:
+        raise ValueError(
+            f"The weights hold tensors with no place in a Marian model of config.json's sizes: "
+            f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}. Received: source={source!r}"
+        )
+    return model
+
+
+def _strip_prefix(weights):
+    """Weight names without `model.` (MarianMTModel's prefix; MarianModel has none)."""
+    return {name.removeprefix("model."): value for name, value in weights.items()}
+
+
+def _assign_dense(dense, take, name, inputs, outputs):
+    dense.kernel.assign(take(f"{name}.weight", (outputs, inputs)).T)  # torch: (out, in)
+    dense.bias.assign(take(f"{name}.bias", (outputs,)))
+
+
+def _assign_norm(norm, take, name, width):
+    norm.gamma.assign(take(f"{name}.weight", (width,)))
+    norm.beta.assign(take(f"{name}.bias", (width,)))
+
+
+def _check_positions(names, used, sizes, source):
+    """Position tables saved with the weights (older checkpoints) must be our `halves` table."""
+    for name in ("encoder.embed_positions.weight", "decoder.embed_positions.weight"):
+        if name not in names:
+            continue
+        used.add(name)
+        table = names[name]
+        ours = ops.convert_to_numpy(
+            sinusoidal_encoding(table.shape[0], sizes["d_model"], layout="halves")
+        )
+        if table.shape[1] != sizes["d_model"] or np.max(np.abs(table - ours)) > 1e-3:
+            raise ValueError(
+                f"The weights' {name!r} is not Hugging Face Marian's sinusoid table (sines "
+                f"then cosines, the paper's frequencies): it does not map. Received: source={source!r}"
+            )
+
+
+# === Export ===
+def export_marian(translator, output, overwrite=False):
+    """Writes a `Translator` as a Hugging Face `MarianMTModel` directory.
+
+    `config.json`, `model.safetensors`, `generation_config.json`, `source.spm`, `target.spm`,
+    `vocab.json` and `tokenizer_config.json`: `transformers.MarianMTModel.from_pretrained` and
+    `MarianTokenizer.from_pretrained` read it. Our ids map to Marian's as the import's in
+    reverse: `[PAD]` (id 0) is dropped, `[UNK]`, `[START]` and `[END]` are written as `<unk>`,
+    `<pad>` (Marian's padding and decoder start) and `</s>`. A model with interleaved
+    sinusoids is written with its model dimensions permuted (sines first, as Marian computes
+    them), which leaves every output unchanged.
+
+    Refused, naming what does not map: pre-LN models (`norm_first`), separate embeddings, a
+    source or target tokenizer that is not a `SentencePieceTokenizer`, sources that begin
+    with `[START]` (`source_start_token=True`: `MarianTokenizer` adds `</s>` only), an
+    activation other than ReLU, SiLU or GELU. Marian's LayerNorm epsilon is fixed at `1e-5`:
+    another epsilon is written as `1e-5` with a warning (the outputs move by about the ratio
+    of epsilon to the activations' variance).
+
+    Args:
+        translator: `keras_transformer.Translator`, or the path of a `.keras` file or a
+            preset directory holding one.
+        output: str or `os.PathLike`. The directory to write.
+        overwrite: bool. Replace an existing directory. Defaults to `False`.
+
+    Returns:
+        `output`, as a str.
+    """
+    from safetensors.numpy import save_file
+
+    if isinstance(translator, (str, os.PathLike)):
+        translator = load_keras_translator(translator)
+    model = translator.model
+    problems = []
+    if model.norm_first:
+        problems.append("norm_first=True (Marian's blocks are post-LN)")
+    if not model.share_embeddings:
+        problems.append("share_embeddings=False (only shared embeddings are written)")
+    if model.activation not in ACTIVATIONS:
+        problems.append(f"activation={model.activation!r}")
+    if translator.source_start_token:
+        problems.append(
+            "source_start_token=True (sources begin with [START]; MarianTokenizer adds </s> only)"
+        )
+    tokenizers = [translator.tokenizer, translator.target_tokenizer or translator.tokenizer]
+    if not all(isinstance(tokenizer, SentencePieceTokenizer) for tokenizer in tokenizers):
+        problems.append("a tokenizer that is not a SentencePieceTokenizer (Marian reads .spm)")
+    elif tokenizers[0].get_vocabulary() != tokenizers[1].get_vocabulary():
+        problems.append("source and target tokenizers with different vocabularies")
+    if problems:
+        raise ValueError(
+            "This translator does not map onto a Hugging Face MarianMTModel: "
+            f"{'; '.join(problems)}."
+        )
+    if abs(model.layer_norm_epsilon - 1e-5) > 1e-12:
+        logger.warning(
+            "Marian's LayerNorm epsilon is 1e-5; this model's %g is written as 1e-5.",
+            model.layer_norm_epsilon,
+        )
+    output = os.fspath(output)
+    if os.path.exists(output) and not overwrite:
+        raise ValueError(
+            f"`output` exists; pass overwrite=True to replace it. Received: output={output!r}"
+        )
+    d_model = model.d_model
+    # Our residual dimensions in Marian's order: sines (our even dimensions) first.
+    dims = (
+        np.concatenate([np.arange(0, d_model, 2), np.arange(1, d_model, 2)])
+        if model.sinusoid_layout == "interleaved"
+        else np.arange(d_model)
+    )
+    embedding = ops.convert_to_numpy(model.target_embedding.embeddings)[1:, dims]
+    tensors = {"model.shared.weight": embedding}
+    if model.output_bias:
+        bias = ops.convert_to_numpy(model.target_embedding.logits_bias)[1:]
+    else:
+        bias = np.zeros(embedding.shape[0], "float32")
+    tensors["final_logits_bias"] = bias[None]
+    for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
+        for i, block in enumerate(blocks):
+            prefix = f"model.{stack}.layers.{i}."
+            attentions = [("self_attn", block.self_attention, block.self_attention_norm)]
+            if stack == "decoder":
+                attentions.append(
+                    ("encoder_attn", block.cross_attention, block.cross_attention_norm)
+                )
+            for name, attention, norm in attentions:
+                for projection, dense in (
+                    ("q_proj", attention.query_dense),
+                    ("k_proj", attention.key_dense),
+                    ("v_proj", attention.value_dense),
+                ):
+                    _write_dense(tensors, f"{prefix}{name}.{projection}", dense, dims, None)
+                _write_dense(
+                    tensors, f"{prefix}{name}.out_proj", attention.output_dense, None, dims
+                )
+                _write_norm(tensors, f"{prefix}{name}_layer_norm", norm, dims)
+            feed_forward = block.feed_forward
+            _write_dense(tensors, f"{prefix}fc1", feed_forward.inner_dense, dims, None)
+            _write_dense(tensors, f"{prefix}fc2", feed_forward.output_dense, None, dims)
+            _write_norm(tensors, f"{prefix}final_layer_norm", block.feed_forward_norm, dims)
+    vocabulary = list(tokenizers[0].get_vocabulary())[1:]
+    vocabulary[:3] = ["<unk>", "<pad>", "</s>"]
+    config = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": len(vocabulary),
+        "decoder_vocab_size": len(vocabulary),
+        "d_model": d_model,
+        "encoder_layers": model.num_layers,
+        "decoder_layers": model.num_decoder_layers,
+        "encoder_attention_heads": model.num_heads,
+        "decoder_attention_heads": model.num_heads,
+        "encoder_ffn_dim": model.ff_dim,
+        "decoder_ffn_dim": model.ff_dim,
+        "activation_function": "swish"
+        if model.activation in ("swish", "silu")
+        else model.activation,
+        "dropout": model.dropout,
+        "attention_dropout": model.attention_dropout,
+        "activation_dropout": 0.0,
+        "max_position_embeddings": max(512, translator.max_source_length),
+        "scale_embedding": True,
+        "share_encoder_decoder_embeddings": True,
+        "tie_word_embeddings": True,
+        "pad_token_id": 1,
+        "decoder_start_token_id": 1,
+        "eos_token_id": 2,
+        "forced_eos_token_id": 2,
+        "bad_words_ids": [[1]],
+        "num_beams": translator.beam_size,
+        "max_length": 512,
+        "is_encoder_decoder": True,
+    }
+    generation = {
+        key: config[key]
+        for key in (
+            "pad_token_id",
+            "decoder_start_token_id",
+            "eos_token_id",
+            "forced_eos_token_id",
+            "bad_words_ids",
+            "num_beams",
+            "max_length",
+        )
+    }
+    with atomic_directory(output) as temporary:
+        os.makedirs(temporary)
+        save_file(
+            {name: np.ascontiguousarray(value, "float32") for name, value in tensors.items()},
+            os.path.join(temporary, "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+        for name, value in (
+            ("config.json", config),
+            ("generation_config.json", generation),
+            ("vocab.json", {piece: index for index, piece in enumerate(vocabulary)}),
+            (
+                "tokenizer_config.json",
+                {"tokenizer_class": "MarianTokenizer", "model_max_length": 512},
+            ),
+        ):
+            with open(os.path.join(temporary, name), "w", encoding="utf-8") as file:
+                json.dump(value, file, ensure_ascii=False, indent=1)
+        for side, tokenizer in zip(("source", "target"), tokenizers, strict=True):
+            with open(os.path.join(temporary, f"{side}.spm"), "wb") as file:
+                file.write(tokenizer.proto)
+    return output
+
+
+def _write_dense(tensors, name, dense, input_dims, output_dims):
+    kernel = ops.convert_to_numpy(dense.kernel)  # (in, out)
+    bias = ops.convert_to_numpy(dense.bias)
+    if input_dims is not None:
+        kernel = kernel[input_dims]
+    if output_dims is not None:
+        kernel, bias = kernel[:, output_dims], bias[output_dims]
+    tensors[f"{name}.weight"] = kernel.T  # torch: (out, in)
+    tensors[f"{name}.bias"] = bias
+
+
+def _write_norm(tensors, name, norm, dims):
+    tensors[f"{name}.weight"] = ops.convert_to_numpy(norm.gamma)[dims]
+    tensors[f"{name}.bias"] = ops.convert_to_numpy(norm.beta)[dims]

@@ -1,0 +1,397 @@
+"""Marian / OPUS-MT import and export (`keras_transformer.export.marian`).
+
+No model can be downloaded here, so the `marian_directory` fixture builds one the way an
+OPUS-MT directory is laid out: two SentencePiece models trained on a few hundred generated
+sentences, one shared `vocab.json` (`</s>` 0, `<unk>` 1, ..., `<pad>` last), and a tiny random
+`MarianMTModel` (swish, sinusoid halves, a random `final_logits_bias`) saved by
+transformers' `save_pretrained`. The imported Translator must compute transformers' logits
+on every backend, and generate its greedy and beam outputs.
+"""
+
+import json
+import os
+import random
+
+import keras
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+spm = pytest.importorskip("sentencepiece")
+
+from keras_transformer.export.marian import BANNED_LOGIT, import_marian  # noqa: E402
+
+BACKEND = keras.backend.backend()
+WORDS = (
+    "casa perro gato mesa libro agua fuego tierra cielo mar sol luna árbol flor camino ciudad "
+    "rojo verde azul grande pequeño nuevo viejo bueno malo come bebe lee escribe ve corre"
+).split()
+TARGET_WORDS = (
+    "house dog cat table book water fire earth sky sea sun moon tree flower road city red "
+    "green blue big small new old good bad eats drinks reads writes sees runs"
+).split()
+SENTENCES = ["el perro come", "la casa grande", "un libro nuevo y viejo", "el sol ve la luna"]
+
+
+def _sentences(words, count, seed):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))) for _ in range(count)]
+
+
+def _train_spm(sentences, prefix, vocabulary_size):
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_prefix=str(prefix),
+        vocab_size=vocabulary_size,
+        model_type="unigram",
+        character_coverage=1.0,
+        bos_id=-1,
+        eos_id=0,
+        unk_id=1,
+        pad_id=-1,
+        normalization_rule_name="nmt_nfkc",
+        minloglevel=2,
+        hard_vocab_limit=False,
+    )
+    return f"{prefix}.model"
+
+
+def write_marian_directory(directory, seed=0):
+    """A tiny random OPUS-MT-like `MarianMTModel` directory."""
+    source_model = _train_spm(_sentences(WORDS, 400, 1), directory / "src", 50)
+    target_model = _train_spm(_sentences(TARGET_WORDS, 400, 2), directory / "tgt", 50)
+    pieces = ["</s>", "<unk>"]
+    for path in (source_model, target_model):
+        processor = spm.SentencePieceProcessor(model_file=path)
+        for index in range(processor.get_piece_size()):
+            piece = processor.id_to_piece(index)
+            if (
+                piece not in pieces
+                and not processor.is_control(index)
+                and not processor.is_unknown(index)
+            ):
+                pieces.append(piece)
+    pieces.append("<pad>")
+    vocabulary = {piece: index for index, piece in enumerate(pieces)}
+    (directory / "vocab.json").write_text(json.dumps(vocabulary), encoding="utf-8")
+    os.replace(source_model, directory / "source.spm")
+    os.replace(target_model, directory / "target.spm")
+    pad = len(pieces) - 1
+    config = transformers.MarianConfig(
+        vocab_size=len(pieces),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        activation_function="swish",
+        max_position_embeddings=64,
+        scale_embedding=True,
+        pad_token_id=pad,
+        eos_token_id=0,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=0,
+        bad_words_ids=[[pad]],
+        num_beams=4,
+        init_std=0.1,
+        dropout=0.0,
+    )
+    torch.manual_seed(seed)
+    model = transformers.MarianMTModel(config)
+    tokenizer = transformers.MarianTokenizer(
+        *(str(directory / name) for name in ("source.spm", "target.spm", "vocab.json"))
+    )
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0.0, 0.5)  # a buffer: training leaves it as it is
+    _train(model, tokenizer, steps=40)
+    with torch.no_grad():  # As in every OPUS-MT model (and as CTranslate2 assumes): the
+        model.model.shared.weight[pad] = 0.0  # decoder starts from a zero embedding.
+    model.eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _train(model, tokenizer, steps):
+    """A few steps on word-by-word pairs: enough for outputs that end (a random model
+    repeats one token to the length limit), and for beam searches that differ from greedy."""
+    lexicon = dict(zip(WORDS, TARGET_WORDS, strict=True))
+    sources = _sentences(WORDS, 256, 3)
+    targets = [" ".join(lexicon[word] for word in sentence.split()) for sentence in sources]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for step in range(steps):
+        rows = slice(32 * (step % 8), 32 * (step % 8 + 1))
+        batch = tokenizer(
+            sources[rows], text_target=targets[rows], return_tensors="pt", padding=True
+        )
+        batch["labels"][batch["labels"] == model.config.pad_token_id] = -100
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.fixture(scope="session")
+def marian_directory(tmp_path_factory):
+    return write_marian_directory(tmp_path_factory.mktemp("marian"))
+
+
+@pytest.fixture(scope="session")
+def hugging_face(marian_directory):
+    model = transformers.MarianMTModel.from_pretrained(marian_directory).eval()
+    tokenizer = transformers.MarianTokenizer.from_pretrained(marian_directory)
+    return model, tokenizer
+
+
+def _marian_to_ours(translator):
+    """Our id of each Marian id."""
+    vocabulary = translator.tokenizer.get_vocabulary()
+    return {piece: index for index, piece in enumerate(vocabulary)}
+
+
+def test_logits_equal_transformers(marian_directory, hugging_face):
+    hf_model, hf_tokenizer = hugging_face
+    translator = import_marian(marian_directory)
+    batch = hf_tokenizer(SENTENCES, return_tensors="pt", padding=True)
+    targets = hf_tokenizer(text_target=SENTENCES[::-1], return_tensors="pt", padding=True)
+    decoder_inputs = hf_model.prepare_decoder_input_ids_from_labels(targets["input_ids"])
+    with torch.no_grad():
+        expected = hf_model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=decoder_inputs,
+        ).logits.numpy()
+
+    ours = _marian_to_ours(translator)
+    marian_vocabulary = json.loads((marian_directory / "vocab.json").read_text())
+    to_ours = np.zeros(len(marian_vocabulary), "int64")
+    for piece, index in marian_vocabulary.items():
+        to_ours[index] = ours[piece]
+    pad = hf_model.config.pad_token_id
+    encoder_inputs = to_ours[batch["input_ids"].numpy()]
+    encoder_inputs[~batch["attention_mask"].numpy().astype(bool)] = 0  # our padding
+    # Our own tokenization gives the same ids.
+    np.testing.assert_array_equal(
+        translator.preprocessor.pad_batch(
+            translator.preprocessor.encode_source(SENTENCES)[0], encoder_inputs.shape[1]
+        ).numpy()[: len(SENTENCES)],
+        encoder_inputs,
+    )
+    logits = keras.ops.convert_to_numpy(
+        translator.model(
+            {"encoder_inputs": encoder_inputs, "decoder_inputs": to_ours[decoder_inputs.numpy()]}
+        )
+    )
+    # Every position where the target is not padding (transformers attends to them anyway).
+    keep = decoder_inputs.numpy() != pad
+    keep[:, 0] = True
+    compared = [index for index in range(len(to_ours)) if index != pad]
+    difference = np.abs(logits[..., to_ours[compared]] - expected[..., compared])[keep]
+    print(f"{BACKEND}: max |logit difference| = {difference.max():.3g}")
+    assert difference.max() < 1e-4
+    assert np.all(logits[..., [0, ours["<pad>"]]] < BANNED_LOGIT / 2)
+
+
+# Decoding runs the same compiled search on every backend (tests/test_translator.py): the
+# comparisons of whole outputs run once.
+SOURCES = _sentences(WORDS, 16, 4)
+
+
+@pytest.fixture(scope="session")
+def imported(marian_directory, tmp_path_factory):
+    """`(translator, preset directory)`: the fixture's model imported once."""
+    preset = tmp_path_factory.mktemp("imported") / "preset"
+    translator = import_marian(marian_directory, preset)
+    translator.extra_length = 40
+    return translator, preset
+
+
+def _hf_generate(hugging_face, sentences, **options):
+    model, tokenizer = hugging_face
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    pad = model.config.pad_token_id
+    with torch.no_grad():
+        outputs = model.generate(
+            **batch, max_new_tokens=48, do_sample=False, bad_words_ids=[[pad]], **options
+        )
+    rows = outputs.reshape(len(sentences), -1, outputs.shape[-1]).tolist()
+    return [
+        [tokenizer.convert_ids_to_tokens([i for i in row[1:] if i != pad]) for row in hypotheses]
+        for hypotheses in rows
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.one_backend
+def test_greedy_and_beam_outputs_equal_transformers(hugging_face, imported):
+    translator, _ = imported
+    greedy = _hf_generate(hugging_face, SOURCES, num_beams=1)
+    ours = translator.translate(SOURCES, beam_size=1)
+    same = sum(o.target_tokens == g[0] for o, g in zip(ours, greedy, strict=True))
+    print(f"greedy: {same} of {len(SOURCES)} identical")
+    assert same == len(SOURCES)
+    assert all(g[0][-1] == "</s>" for g in greedy)  # finished, not cut at max_new_tokens
+
+    # Without a length penalty both searches rank by the sum of log probabilities: the best
+    # hypotheses agree. Lower in the n-best lists the searches differ in when they stop
+    # collecting finished hypotheses (measured: 15 of 16 lists identical).
+    beams = _hf_generate(
+        hugging_face, SOURCES, num_beams=4, length_penalty=0.0, num_return_sequences=4
+    )
+    ours = translator.translate(SOURCES, beam_size=4, alpha=0.0, num_hypotheses=4)
+    assert [o[0].target_tokens for o in ours] == [b[0] for b in beams]
+    same = sum([h.target_tokens for h in o] == b for o, b in zip(ours, beams, strict=True))
+    print(f"beam 4, no length penalty: {same} of {len(SOURCES)} 4-best lists identical")
+
+    # transformers divides by length ** length_penalty, ours by ((5 + length) / 6) ** alpha
+    # (GNMT): the 1-best outputs agree on most sentences, not all.
+    beams = _hf_generate(hugging_face, SOURCES, num_beams=4, length_penalty=1.0)
+    ours = translator.translate(SOURCES, beam_size=4, alpha=1.0)
+    same = sum(o.target_tokens == b[0] for o, b in zip(ours, beams, strict=True))
+    print(f"beam 4, length_penalty=1.0 vs alpha=1.0: {same} of {len(SOURCES)} identical")
+
+
+@pytest.mark.slow
+@pytest.mark.one_backend
+def test_ctranslate2_converter_gives_our_tokens(marian_directory, hugging_face, imported, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import TransformersConverter
+
+    translator, _ = imported
+    output = TransformersConverter(str(marian_directory)).convert(str(tmp_path / "ct2"))
+    engine = ctranslate2.Translator(output, device="cpu")
+    _, tokenizer = hugging_face
+    sources = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"]) for s in SOURCES]
+    ours = translator.translate(SOURCES, beam_size=1)
+    # CTranslate2 forbids </s> as the first token unless min_decoding_length=0, and leaves
+    # </s> out of its hypotheses.
+    theirs = engine.translate_batch(
+        sources, beam_size=1, max_decoding_length=48, min_decoding_length=0
+    )
+    same = sum(o.target_tokens[:-1] == t.hypotheses[0] for o, t in zip(ours, theirs, strict=True))
+    print(f"CTranslate2's own converter, greedy: {same} of {len(SOURCES)} identical")
+    assert same == len(SOURCES)
+
+
+@pytest.mark.slow
+@pytest.mark.one_backend
+def test_imported_preset_translates_and_exports(imported, tmp_path):
+    from keras_transformer import cli
+    from keras_transformer.engines import CTranslate2Translator
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.translator import Translator
+
+    translator, preset = imported
+    loaded = Translator.from_preset(preset)
+    expected = translator.translate(SOURCES[:6], beam_size=4, num_hypotheses=2)
+    again = loaded.translate(SOURCES[:6], beam_size=4, num_hypotheses=2)
+    assert [[h.tokens for h in o] for o in again] == [[h.tokens for h in o] for o in expected]
+    assert loaded.preprocessor.encode_source(["el perro"])[0].to_list()[0][-1] == 3  # </s>
+
+    ct2 = export_ctranslate2(translator, tmp_path / "ct2", beam_size=1)
+    engine = CTranslate2Translator(ct2)
+    assert engine(SOURCES[:6]) == translator(SOURCES[:6], beam_size=1)
+    assert cli.main(["translate", "--model", str(preset), "--beam-size", "1", *SOURCES[:2]]) == 0
+
+
+def _copy(directory, tmp_path):
+    import shutil
+
+    target = tmp_path / "copy"
+    shutil.copytree(directory, target)
+    return target
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: (d / "source.spm").unlink(), "lacks source.spm"),
+        (lambda d: (d / "model.safetensors").unlink(), "lacks model.safetensors"),
+        (lambda d: (d / "vocab.json").write_text("[1, 2]"), "vocab.json must hold a JSON object"),
+        (lambda d: (d / "config.json").write_text("{"), "config.json is not valid JSON"),
+        (
+            lambda d: (d / "config.json").write_text(
+                (d / "config.json").read_text().replace('"swish"', '"tanh"')
+            ),
+            "activation_function='tanh'",
+        ),
+        (
+            lambda d: (d / "config.json").write_text(
+                (d / "config.json").read_text().replace('"d_model": 16', '"d_model": 32')
+            ),
+            "has shape",
+        ),
+        (
+            lambda d: (d / "model.safetensors").write_bytes(b"junk"),
+            "model.safetensors cannot be read",
+        ),
+        (lambda d: (d / "target.spm").write_bytes(b"junk"), "SentencePiece"),
+    ],
+)
+def test_hostile_directories_get_one_clear_error(marian_directory, tmp_path, change, message):
+    directory = _copy(marian_directory, tmp_path)
+    change(directory)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        import_marian(directory)
+
+
+@pytest.mark.one_backend
+def test_import_command(marian_directory, tmp_path, capsys):
+    from keras_transformer import cli
+
+    output = tmp_path / "preset"
+    assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 0
+    assert (output / "config.json").is_file()
+    assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert (
+        cli.main(["import", "--from", "marian", str(tmp_path / "none"), str(tmp_path / "x")]) == 2
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.one_backend
+def test_export_back_to_transformers(imported, tmp_path):
+    from keras_transformer import cli
+
+    translator, preset = imported
+    output = tmp_path / "marian"
+    assert cli.main(["export", str(preset), str(output), "--format", "marian"]) == 0
+    model = transformers.MarianMTModel.from_pretrained(output).eval()
+    tokenizer = transformers.MarianTokenizer.from_pretrained(output)
+    exported = _hf_generate((model, tokenizer), SOURCES, num_beams=1)
+    ours = translator.translate(SOURCES, beam_size=1)
+    assert [o.target_tokens for o in ours] == [e[0] for e in exported]
+    # ... and back again: the same weights.
+    again = import_marian(output)
+    for first, second in zip(translator.model.weights, again.model.weights, strict=True):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(first), keras.ops.convert_to_numpy(second)
+        )
+
+
+@pytest.mark.one_backend
+def test_export_refuses_what_marian_cannot_express(tmp_path):
+    from keras_transformer import Transformer
+    from keras_transformer.export.marian import export_marian
+    from keras_transformer.text import train_tokenizer
+    from keras_transformer.translator import Translator
+
+    tokenizer = train_tokenizer(SENTENCES, vocabulary_size=64)
+    model = Transformer(
+        tokenizer.vocabulary_size(),
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        ff_dim=32,
+        norm_first=True,
+    )
+    message = "norm_first=True .*source_start_token=True .*not a SentencePieceTokenizer"
+    with pytest.raises(ValueError, match=message):
+        export_marian(Translator(model, tokenizer), tmp_path / "marian")
+    assert not (tmp_path / "marian").exists()
