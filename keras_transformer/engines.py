@@ -385,9 +385,8 @@ class CTranslate2Translator:
             max_source_length=self.max_source_length,
             bucket_boundaries=self.bucket_boundaries,
         )
-        self._translator = ctranslate2.Translator(
-            directory, device=device, compute_type=compute_type, intra_threads=intra_threads
-        )
+        self._options = dict(device=device, compute_type=compute_type, intra_threads=intra_threads)
+        self._translator = ctranslate2.Translator(directory, **self._options)
         self._target_ids = {
             token: index for index, token in enumerate(self._target.get_vocabulary())
         }
@@ -423,9 +422,11 @@ class CTranslate2Translator:
             target_prefix: as in `Translator.translate` (CTranslate2's `target_prefix`).
             sampling_topk, sampling_topp, sampling_temperature: as in
                 `Translator.translate` (CTranslate2's options of the same names).
-            seed: int. Seeds CTranslate2's random generator (`ctranslate2.set_random_seed`,
-                a process-wide setting) before each batch: reproducible here, but not the
-                samples of the Keras engine for the same seed (another generator).
+            seed: int. Sampling runs on a CTranslate2 translator loaded for this call, with
+                one worker thread whose generator `ctranslate2.set_random_seed(seed)` seeds
+                (CTranslate2 seeds each thread's generator once, when it first draws): the
+                same call gives the same samples, which are not the Keras engine's for that
+                seed (another generator). Loading costs a model load per call.
             alignments: bool. As in `Translator.translate`, from CTranslate2's
                 `return_attention` (the last layer's cross-attention averaged over its heads,
                 as exported). Defaults to `False`.
@@ -438,6 +439,7 @@ class CTranslate2Translator:
         alpha = self.alpha if alpha is None else alpha
         sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
         check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
+        sampler = None if sampling is None else self._sampler(seed)
 
         def search(source_ids, bucket, max_lengths, prefixes, batch_number):
             # CTranslate2 takes one maximum output length per call: one call per length.
@@ -450,7 +452,7 @@ class CTranslate2Translator:
                     options["prefixes"] = [_tokens(self._target, prefixes[row]) for row in rows]
                     options["offsets"] = self._prefix_log_probs(sources, options["prefixes"])
                 if sampling is not None:
-                    options.update(sampling=sampling, seed=(seed + batch_number) % 2**31)
+                    options.update(sampling=sampling, translator=sampler)
                 hypotheses = self._search(
                     sources, length, beam_size, alpha, num_hypotheses or 1, **options
                 )
@@ -491,6 +493,13 @@ class CTranslate2Translator:
     def _target(self):
         return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
 
+    def _sampler(self, seed):
+        """A new `ctranslate2.Translator` of this model (one worker) seeded with `seed`."""
+        import ctranslate2
+
+        ctranslate2.set_random_seed(seed)
+        return ctranslate2.Translator(self.directory, inter_threads=1, **self._options)
+
     def _prefix_log_probs(self, sources, prefixes):
         """The log probability of each prefix (0 for none): CTranslate2's scores of a
         search with `target_prefix` leave it out, ours count it."""
@@ -513,15 +522,14 @@ class CTranslate2Translator:
         count,
         prefixes=None,
         sampling=None,
-        seed=0,
+        translator=None,
         attention=False,
         offsets=None,
     ):
         """For each source, at least `count` hypotheses `(ids, score[, attention])`, best
         first, ids ending with the end token when it was generated (`offsets`: a log
-        probability added to each source's raw scores, its prefix's)."""
-        import ctranslate2
-
+        probability added to each source's raw scores, its prefix's; `translator`: the
+        `ctranslate2.Translator` to run, by default this engine's)."""
         options = dict(
             max_batch_size=self.batch_size,
             max_decoding_length=max_new_tokens,
@@ -538,24 +546,19 @@ class CTranslate2Translator:
         if prefixes is not None:
             options["target_prefix"] = [prefix or None for prefix in prefixes]
         if sampling is not None:
-            ctranslate2.set_random_seed(seed)
             options.update(
                 sampling_topk=sampling.top_k,  # 0: the whole vocabulary, as ours
                 sampling_topp=sampling.top_p,
                 sampling_temperature=sampling.temperature,
             )
-        if attention:
-            options["return_attention"] = True
-        results = self._translator.translate_batch(sources, beam_size=beam_size, **options)
+        translator = translator or self._translator
+        results = translator.translate_batch(sources, beam_size=beam_size, **options)
         end_id = self._target.end_id
         outputs = []
         for number, result in enumerate(results):
             candidates = []
             offset = offsets[number] if offsets else 0.0
-            weights = result.attention if attention else [None] * len(result.hypotheses)
-            for hypothesis, score, matrix in zip(
-                result.hypotheses, result.scores, weights, strict=True
-            ):
+            for hypothesis, score in zip(result.hypotheses, result.scores, strict=True):
                 ids = [self._target_ids[token] for token in hypothesis]
                 score = score + offset
                 if beam_size > 1:
@@ -566,10 +569,42 @@ class CTranslate2Translator:
                     score = score / float(length_penalty(length, alpha))
                 # Trailing padding ids (which only an untrained model generates) are
                 # dropped, as `Translator` does.
-                candidate = (trim(ids, end_id, self._target.pad_id), score)
-                candidates.append(candidate if matrix is None else (*candidate, matrix))
-            outputs.append(sorted(candidates, key=lambda candidate: -candidate[1]))
+                candidates.append((trim(ids, end_id, self._target.pad_id), score))
+            outputs.append(sorted(candidates, key=lambda candidate: -candidate[1])[:count])
+        if attention:
+            outputs = self._with_attention(sources, outputs)
         return outputs
+
+    def _with_attention(self, sources, outputs):
+        """`outputs` with each hypothesis' attention, `(tokens, source tokens)`.
+
+        One forced greedy pass over all hypotheses (`target_prefix` = the hypothesis, its end
+        token left out): the attention with which each of its tokens was produced. Asked of a
+        beam search directly, CTranslate2's `return_attention` did not always belong to the
+        hypothesis returned (on the number-words model, 0.5 off on some sentences; the forced
+        pass equals our cross-attention to 1e-6)."""
+        end_id = self._target.end_id
+        rows, prefixes = [], []
+        for row, hypotheses in enumerate(outputs):
+            for tokens, _ in hypotheses:
+                rows.append(row)
+                kept = tokens[:-1] if tokens and tokens[-1] == end_id else tokens
+                prefixes.append(_tokens(self._target, kept) or None)
+        results = self._translator.translate_batch(
+            [sources[row] for row in rows],
+            target_prefix=prefixes,
+            beam_size=1,
+            max_batch_size=self.batch_size,
+            max_input_length=0,
+            max_decoding_length=max(len(prefix or []) for prefix in prefixes) + 1,
+            return_attention=True,
+            return_end_token=True,
+        )
+        matrices = iter(result.attention[0] for result in results)
+        return [
+            [(tokens, score, next(matrices)) for tokens, score in hypotheses]
+            for hypotheses in outputs
+        ]
 
 
 def _tokens(tokenizer, ids):
