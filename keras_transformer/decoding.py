@@ -18,6 +18,12 @@ Both searches are written with `keras.ops.while_loop` over static shapes only, s
 eagerly on every backend and trace once inside `tf.function(jit_compile=True)` or `jax.jit`
 (with `max_new_tokens` and `beam_size` fixed by the caller, as they are Python ints).
 
+Both searches can continue a given target prefix (`prefix`: the first tokens of each row are
+forced, ragged across the batch, inside the same loop), and greedy search can sample instead of
+taking the most probable token (`sampling`: top-k, top-p (nucleus), temperature, drawn with
+`keras.random.categorical` from a seed carried in the loop state, so a seeded search is
+reproducible and compiles like the others).
+
 Scores are natural-log probabilities. Greedy search returns the plain sum of the log
 probabilities of the chosen tokens. Beam search returns that sum divided by the GNMT length
 penalty (Wu et al., 2016), the setting the Transformer paper uses for translation
@@ -55,6 +61,51 @@ class BeamCache(NamedTuple):
     slots: Any  # pytree of tensors, (batch * beam) rows: never reordered
 
 
+class Sampling(NamedTuple):
+    """How `greedy_search` samples each next token instead of taking the most probable one.
+
+    The logits are divided by `temperature`, cut to the `top_k` most probable tokens (`0`: all)
+    and then to the smallest set of the most probable whose probabilities sum to at least
+    `top_p` (nucleus sampling; `1.0`: no cut), and one token is drawn from what is left.
+    `Sampling(top_k=1)` is greedy search. Scores stay the log probabilities of the model
+    (temperature 1, no cut) of the tokens drawn.
+
+    Attributes:
+        top_k: int `>= 0`. Defaults to `0`: the whole vocabulary.
+        top_p: float in `(0, 1]`. Defaults to `1.0`.
+        temperature: float `> 0`. Defaults to `1.0`.
+    """
+
+    top_k: int = 0
+    top_p: float = 1.0
+    temperature: float = 1.0
+
+
+def check_sampling(sampling):
+    """`sampling` (a `Sampling` or `None`) checked; a `ValueError` names a bad field."""
+    if sampling is None:
+        return None
+    if not isinstance(sampling, Sampling):
+        raise ValueError(
+            f"`sampling` must be a `Sampling` or None. Received: sampling={sampling!r}"
+        )
+    check_int("sampling_topk", sampling.top_k, minimum=0)
+    top_p, temperature = sampling.top_p, sampling.temperature
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ValueError(f"`sampling_topp` must be in (0, 1]. Received: sampling_topp={top_p!r}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not temperature > 0
+        or temperature == float("inf")
+    ):
+        raise ValueError(
+            "`sampling_temperature` must be a finite number > 0. "
+            f"Received: sampling_temperature={temperature!r}"
+        )
+    return Sampling(int(sampling.top_k), float(top_p), float(temperature))
+
+
 class _GreedyState(NamedTuple):
     """Loop state of `greedy_search`."""
 
@@ -64,6 +115,7 @@ class _GreedyState(NamedTuple):
     sequences: Any  # int32 (batch, max_new_tokens)
     scores: Any  # float32 (batch,): sum of log probabilities
     finished: Any  # bool (batch,)
+    seed: Any  # (2,) state of the random seed (sampling; unused otherwise)
 
 
 class _BeamState(NamedTuple):
@@ -123,7 +175,16 @@ def length_penalty(length, alpha):
 
 
 def greedy_search(
-    next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id=0, max_lengths=None
+    next_logits,
+    cache,
+    start_tokens,
+    max_new_tokens,
+    end_id,
+    pad_id=0,
+    max_lengths=None,
+    prefix=None,
+    sampling=None,
+    seed=None,
 ):
     """Batched greedy decoding: at every step take the most probable next token.
 
@@ -145,6 +206,17 @@ def greedy_search(
             checked here): the most tokens of each sequence. A sequence then equals its
             search alone with `max_new_tokens=max_lengths[b]`, padded. Defaults to `None`:
             `max_new_tokens` for all.
+        prefix: optional int tensor `(batch, prefix_length)`, `prefix_length <= max_new_tokens`:
+            the first generated tokens of each row are forced to its prefix, read up to its
+            first negative entry (pad ragged prefixes with `-1`; a row of `-1` has none). The
+            forced tokens are part of `sequences` and their log probabilities of `scores`;
+            the search continues from them. A prefix holds no `end_id`. Defaults to `None`.
+        sampling: optional `Sampling`: draw each token (not forced by `prefix`) at random
+            instead of taking the most probable. Defaults to `None`: greedy.
+        seed: with `sampling`, a `keras.random.SeedGenerator` (its state seeds the first
+            draw; it is not advanced) or a pair `(generator, state)`, `state` an int tensor
+            `(2,)` used in place of the generator's state (a compiled caller passes it as an
+            input). The same seed, inputs and batch give the same samples. Defaults to `None`.
 
     Returns:
         A tuple `(sequences, scores)`:
@@ -183,6 +255,9 @@ def greedy_search(
     start_tokens = _check_start_tokens(start_tokens)
     if max_lengths is not None:
         max_lengths = ops.cast(max_lengths, "int32")
+    prefix = _check_prefix(prefix, max_new_tokens)
+    sampling = check_sampling(sampling)
+    generator, seed_state = _check_seed(seed, sampling)
 
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_new_tokens, dtype="int32")[None, :]  # (1, max_new_tokens)
@@ -203,7 +278,14 @@ def greedy_search(
         index, finished = state.index, state.finished
         logits, cache = next_logits(state.tokens[:, None], state.cache, index)
         logits = ops.cast(logits, "float32")  # (batch, vocab)
-        next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
+        seed = state.seed
+        if sampling is None:
+            next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
+        else:
+            next_tokens, seed = _sample(logits, sampling, generator, seed)
+        if prefix is not None:
+            forced, forced_tokens = _forced(prefix, index)
+            next_tokens = ops.where(forced, forced_tokens, next_tokens)
         token_logits = ops.take_along_axis(logits, next_tokens[:, None], axis=-1)
         token_log_probs = _log_softmax_of(token_logits, logits)[:, 0]
         # A finished (or cut) sequence is frozen: no score, padding tokens.
@@ -212,7 +294,7 @@ def greedy_search(
         next_tokens = ops.where(frozen, pad_id, next_tokens)
         sequences = ops.where(positions == index, next_tokens[:, None], state.sequences)
         finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
-        return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished)
+        return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished, seed)
 
     state = _GreedyState(
         index=ops.convert_to_tensor(0, "int32"),
@@ -221,6 +303,7 @@ def greedy_search(
         sequences=ops.full((batch_size, max_new_tokens), pad_id, dtype="int32"),
         scores=ops.zeros((batch_size,), dtype="float32"),
         finished=ops.zeros((batch_size,), dtype="bool"),
+        seed=seed_state,
     )
     state = _while_loop(condition, body, state)
     return state.sequences, state.scores
@@ -236,6 +319,7 @@ def beam_search(
     alpha=0.6,
     pad_id=0,
     max_lengths=None,
+    prefix=None,
 ):
     """Batched beam search with the GNMT length penalty, as in the Transformer paper.
 
@@ -284,6 +368,9 @@ def beam_search(
             stops changing after its `max_lengths[b]` steps and equals its search alone with
             `max_new_tokens=max_lengths[b]`, padded: a batch may mix sources whose maximum
             output lengths differ. Defaults to `None`: `max_new_tokens` for all.
+        prefix: optional int tensor `(batch, prefix_length)`, as in `greedy_search`: every
+            hypothesis of a row starts with its prefix (forced, its log probability counted),
+            and the search goes on from there. Defaults to `None`.
 
     Returns:
         A tuple `(sequences, scores)`, best first:
@@ -326,6 +413,7 @@ def beam_search(
     start_tokens = _check_start_tokens(start_tokens)
     if max_lengths is not None:
         max_lengths = ops.cast(max_lengths, "int32")
+    prefix = _check_prefix(prefix, max_new_tokens)
 
     batch_size = ops.shape(start_tokens)[0]
     num_candidates = 2 * beam_size
@@ -356,10 +444,26 @@ def beam_search(
         # beam * vocabulary, and log probabilities for the survivors only. Ties keep the
         # order of one top-k over beam * vocabulary (lower beam, then lower token, first).
         per_beam = min(num_candidates, ops.shape(logits)[-1])
-        top_logits, top_tokens = ops.top_k(logits, per_beam)  # (batch * beam, per_beam)
-        top_log_probs = ops.reshape(
-            _log_softmax_of(top_logits, logits), (-1, beam_size, per_beam)
-        )  # (batch, beam, per_beam)
+        if prefix is None:
+            top_logits, top_tokens = ops.top_k(logits, per_beam)  # (batch * beam, per_beam)
+            top_log_probs = _log_softmax_of(top_logits, logits)
+        else:
+            # A row inside its prefix has one extension, the forced token: the others drop
+            # to a forbidden log probability (below any invalid hypothesis).
+            forced, forced_tokens = _forced(prefix, index)  # (batch,)
+            forced = ops.repeat(forced, beam_size, axis=0)[:, None]  # (batch * beam, 1)
+            forced_tokens = ops.repeat(forced_tokens, beam_size, axis=0)[:, None]
+            vocabulary = ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :]
+            barred = ops.logical_and(forced, ops.not_equal(vocabulary, forced_tokens))
+            top_logits, top_tokens = ops.top_k(
+                ops.where(barred, _FORBIDDEN_LOG_PROB, logits), per_beam
+            )
+            top_barred = ops.take_along_axis(barred, ops.cast(top_tokens, "int32"), axis=1)
+            top_log_probs = ops.where(
+                top_barred, _FORBIDDEN_LOG_PROB, _log_softmax_of(top_logits, logits)
+            )
+        top_log_probs = ops.reshape(top_log_probs, (-1, beam_size, per_beam))
+        # (batch, beam, per_beam)
         candidate_log_probs = state.alive_log_probs[:, :, None] + top_log_probs
         candidate_log_probs = ops.reshape(candidate_log_probs, (-1, beam_size * per_beam))
         candidate_log_probs, flat_indices = ops.top_k(candidate_log_probs, num_candidates)
@@ -470,6 +574,75 @@ def beam_search(
         ops.cast(picked, "int32"),
     )
     return sequences, scores
+
+
+def _forced(prefix, index):
+    """`(forced (batch,) bool, tokens (batch,) int32)`: whether each row's token at step
+    `index` is forced by its prefix, and which (`prefix`: int32 `(batch, prefix_length)`,
+    `-1` past each row's prefix)."""
+    width = ops.shape(prefix)[1]
+    tokens = ops.take(prefix, ops.minimum(index, width - 1), axis=1)  # (batch,)
+    forced = ops.logical_and(ops.less(index, width), ops.greater_equal(tokens, 0))
+    return forced, ops.maximum(tokens, 0)
+
+
+def _sample(logits, sampling, generator, seed):
+    """One token per row drawn from `logits` as `sampling` says, and the next seed state.
+
+    The draw is `keras.random.categorical` with `generator`, whose state is `seed` inside a
+    `keras.StatelessScope` (only around the draw: on JAX the model's variables are mapped by
+    an outer scope): the state is a tensor carried by the loop, not a variable updated in it.
+    """
+    logits = logits / sampling.temperature  # (batch, vocab)
+    vocabulary_size = ops.shape(logits)[-1]
+    top_k = sampling.top_k if 0 < sampling.top_k < vocabulary_size else 0
+    candidates = None  # the token of each column of `logits`, when not the identity
+    if top_k or sampling.top_p < 1.0:
+        logits, candidates = ops.top_k(logits, top_k or vocabulary_size)  # sorted, best first
+        candidates = ops.cast(candidates, "int32")
+    if sampling.top_p < 1.0:
+        probabilities = ops.softmax(logits, axis=-1)
+        before = ops.cumsum(probabilities, axis=-1) - probabilities  # mass of better tokens
+        # The first token is always kept (`before` is 0 there).
+        logits = ops.where(before < sampling.top_p, logits, _FORBIDDEN_LOG_PROB)
+    with keras.StatelessScope(state_mapping=[(generator.state, seed)]) as scope:
+        drawn = keras.random.categorical(logits, 1, seed=generator, dtype="int32")[:, 0]
+        seed = scope.get_current_value(generator.state)
+    if candidates is not None:
+        drawn = ops.take_along_axis(candidates, drawn[:, None], axis=1)[:, 0]
+    return ops.cast(drawn, "int32"), seed
+
+
+def _check_prefix(prefix, max_new_tokens):
+    if prefix is None:
+        return None
+    prefix = ops.cast(ops.convert_to_tensor(prefix), "int32")
+    if len(prefix.shape) != 2 or (prefix.shape[1] is not None and prefix.shape[1] > max_new_tokens):
+        raise ValueError(
+            "`prefix` must have shape (batch, prefix_length) with prefix_length <= "
+            f"max_new_tokens={max_new_tokens}. Received: prefix.shape={tuple(prefix.shape)}"
+        )
+    if prefix.shape[1] == 0:
+        return None
+    return prefix
+
+
+def _check_seed(seed, sampling):
+    """`(generator, state)` of a `seed` argument; a placeholder state without sampling."""
+    if sampling is None:
+        return None, ops.zeros((2,), "int32")
+    if isinstance(seed, (tuple, list)) and len(seed) == 2:
+        generator, state = seed
+    else:
+        generator, state = seed, None
+    if not isinstance(generator, keras.random.SeedGenerator):
+        raise ValueError(
+            "Sampling needs `seed`: a `keras.random.SeedGenerator`, or a pair "
+            f"(generator, state). Received: seed={seed!r}"
+        )
+    if state is None:
+        state = generator.state.value
+    return generator, ops.cast(state, generator.state.dtype)
 
 
 def _reorder(cache, rows):

@@ -32,6 +32,8 @@ from keras_transformer.export.saved_model import (
     INPUT_NAME,
     MAX_REQUEST_SIZE,
     N_BEST_SIGNATURE_NAME,
+    PREFIX_INPUT_NAME,
+    PREFIX_SIGNATURE_NAME,
     SIGNATURE_NAME,
     read_metadata,
 )
@@ -39,7 +41,13 @@ from keras_transformer.export.versions import latest_version
 from keras_transformer.generation import trim
 from keras_transformer.saving.preset import HUB_SCHEMES, hub_directory, is_preset
 from keras_transformer.text.preprocessor import TranslationPreprocessor
-from keras_transformer.translation import Translation, check_search_options, run_translation
+from keras_transformer.translation import (
+    Translation,
+    check_search_options,
+    run_scoring,
+    run_translation,
+    sampling_options,
+)
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
 ENGINES = ("keras", "saved_model", "ctranslate2")
@@ -162,17 +170,31 @@ def _saved_models(path):
     return found
 
 
-def check_options(translator, beam_size=None, num_hypotheses=None):
-    """Checks a call's `beam_size` and `num_hypotheses` against an engine before it runs
-    (a SavedModel's search is fixed at export). Raises a `ValueError` naming them."""
+def check_options(
+    translator,
+    beam_size=None,
+    num_hypotheses=None,
+    target_prefix=False,
+    sampling_topk=None,
+    sampling_topp=None,
+    sampling_temperature=None,
+    seed=0,
+    alignments=False,
+):
+    """Checks a call's search options against an engine before it runs (a SavedModel's
+    search is fixed at export; `target_prefix`: bool, whether prefixes will be given).
+    Raises a `ValueError` naming them."""
+    sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
     if isinstance(translator, SavedModelTranslator):
-        translator.check_search_options(beam_size, num_hypotheses)
+        translator.check_search_options(
+            beam_size, num_hypotheses, target_prefix, sampling is not None, alignments
+        )
         return
     if hasattr(translator, "check_search_options"):  # A Translator: the memory bound too.
-        translator.check_search_options(beam_size, None, num_hypotheses)
+        translator.check_search_options(beam_size, None, num_hypotheses, sampling, seed)
         return
     beam_size = translator.beam_size if beam_size is None else beam_size
-    check_search_options(beam_size, translator.alpha, num_hypotheses)
+    check_search_options(beam_size, translator.alpha, num_hypotheses, sampling, seed)
 
 
 class SavedModelTranslator:
@@ -206,6 +228,7 @@ class SavedModelTranslator:
         self._loaded = tf.saved_model.load(self.directory)
         self._signature = self._loaded.signatures[SIGNATURE_NAME]
         self._n_best_signature = self._loaded.signatures.get(N_BEST_SIGNATURE_NAME)
+        self._prefix_signature = self._loaded.signatures.get(PREFIX_SIGNATURE_NAME)
         metadata = read_metadata(self.directory)
         self.beam_size = metadata.get("beam_size")
         self.alpha = metadata.get("alpha")
@@ -225,8 +248,33 @@ class SavedModelTranslator:
             return translations.text
         return [translation.text for translation in translations]
 
-    def check_search_options(self, beam_size=None, num_hypotheses=None):
-        """Raises a `ValueError` unless this SavedModel can run that search."""
+    def check_search_options(
+        self,
+        beam_size=None,
+        num_hypotheses=None,
+        target_prefix=False,
+        sampling=False,
+        alignments=False,
+    ):
+        """Raises a `ValueError` unless this SavedModel can run that search (`target_prefix`,
+        `sampling`, `alignments`: bools, whether they are asked for)."""
+        if sampling or alignments:
+            raise ValueError(
+                "A SavedModel runs the search it was exported with and returns strings: it "
+                "cannot sample or align; translate with a .keras Translator or `--engine "
+                f"ctranslate2`. Received: sampling={bool(sampling)}, alignments={bool(alignments)}"
+            )
+        if target_prefix and self._prefix_signature is None:
+            raise ValueError(
+                f"This SavedModel has no `{PREFIX_SIGNATURE_NAME}` signature (exported before "
+                "target prefixes were): export it again for `--target-prefix`. "
+                "Received: target_prefix given"
+            )
+        if target_prefix and num_hypotheses is not None and num_hypotheses > 1:
+            raise ValueError(
+                f"The `{PREFIX_SIGNATURE_NAME}` signature returns the best translation only. "
+                f"Received: n_best={num_hypotheses} with a target prefix"
+            )
         if beam_size is not None and beam_size != self.beam_size:
             raise ValueError(
                 "A SavedModel searches with the beam size it was exported with "
@@ -250,7 +298,7 @@ class SavedModelTranslator:
                 f"`--beam-size` for more). Received: n_best={num_hypotheses}"
             )
 
-    def translate(self, sentences, beam_size=None, num_hypotheses=None):
+    def translate(self, sentences, beam_size=None, num_hypotheses=None, target_prefix=None):
         """Translates sentences and returns `Translation`s (text, score, truncated).
 
         Args:
@@ -258,24 +306,45 @@ class SavedModelTranslator:
             beam_size: int. Must be the exported beam size. Defaults to `None`.
             num_hypotheses: int. Return the n best hypotheses, best first (the
                 `translate_n_best` signature). Defaults to `None`: the best only.
+            target_prefix: as in `Translator.translate` (the `translate_with_prefix`
+                signature; best translation only). Defaults to `None`.
 
         Returns:
             As `keras_transformer.Translator.translate`.
         """
-        self.check_search_options(beam_size, num_hypotheses)
+        if num_hypotheses == 1 and target_prefix is not None:
+            num_hypotheses = None  # `translate_with_prefix` returns the best; same results.
+            single_list = True
+        else:
+            single_list = False
+        self.check_search_options(beam_size, num_hypotheses, target_prefix is not None)
         single = isinstance(sentences, (str, bytes))
         batch = [sentences] if single else list(sentences)
+        if target_prefix is not None:
+            prefixes = [target_prefix] if single else list(target_prefix)
+            if len(prefixes) != len(batch):
+                raise ValueError(
+                    "`target_prefix` must hold one prefix per sentence (None or '' for none). "
+                    f"Received: {len(batch)} sentences and {len(prefixes)} prefixes"
+                )
+            prefixes = [b"" if prefix is None else prefix for prefix in prefixes]
         texts, scores, truncated = [], [], []
         size = self.max_request_size
         for start in range(0, len(batch), size):  # Requests the export accepts.
             inputs = {INPUT_NAME: self._tf.constant(batch[start : start + size], self._tf.string)}
-            if num_hypotheses is None:
+            if target_prefix is not None:
+                chunk = prefixes[start : start + size]
+                inputs[PREFIX_INPUT_NAME] = self._tf.constant(chunk, self._tf.string)
+                outputs = self._prefix_signature(**inputs)
+            elif num_hypotheses is None:
                 outputs = self._signature(**inputs)
+            else:
+                outputs = self._n_best_signature(**inputs)
+            if target_prefix is not None or num_hypotheses is None:
                 texts += [[text] for text in outputs["translations"].numpy()]
                 scores += [[score] for score in outputs["scores"].numpy().tolist()]
             else:
-                outputs = self._n_best_signature(**inputs)
-                texts += outputs["translations"].numpy().tolist()  # (batch, columns)
+                texts += outputs["translations"].numpy().tolist()  # (batch, columns), best first
                 scores += outputs["scores"].numpy().tolist()
             truncated += outputs["truncated"].numpy().tolist()
         results = []
@@ -298,6 +367,8 @@ class SavedModelTranslator:
                 for text, score in options
             ]
             results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
+        if single_list:
+            results = [[result] for result in results]
         return results[0] if single else results
 
 
@@ -373,9 +444,8 @@ class CTranslate2Translator:
             bucket_boundaries=self.bucket_boundaries,
             source_start_token=settings.get("source_start_token", True),
         )
-        self._translator = ctranslate2.Translator(
-            directory, device=device, compute_type=compute_type, intra_threads=intra_threads
-        )
+        self._options = dict(device=device, compute_type=compute_type, intra_threads=intra_threads)
+        self._translator = ctranslate2.Translator(directory, **self._options)
         self._target_ids = {
             token: index for index, token in enumerate(self._target.get_vocabulary())
         }
@@ -386,7 +456,19 @@ class CTranslate2Translator:
             return [translation.text for translation in translations]
         return translations.text
 
-    def translate(self, sentences, beam_size=None, alpha=None, num_hypotheses=None):
+    def translate(
+        self,
+        sentences,
+        beam_size=None,
+        alpha=None,
+        num_hypotheses=None,
+        target_prefix=None,
+        sampling_topk=None,
+        sampling_topp=None,
+        sampling_temperature=None,
+        seed=0,
+        alignments=False,
+    ):
         """Translates sentences and returns `Translation`s (text, score, tokens).
 
         Args:
@@ -396,6 +478,17 @@ class CTranslate2Translator:
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses, best first. Defaults to `None`: the best only.
+            target_prefix: as in `Translator.translate` (CTranslate2's `target_prefix`).
+            sampling_topk, sampling_topp, sampling_temperature: as in
+                `Translator.translate` (CTranslate2's options of the same names).
+            seed: int. Sampling runs on a CTranslate2 translator loaded for this call, with
+                one worker thread whose generator `ctranslate2.set_random_seed(seed)` seeds
+                (CTranslate2 seeds each thread's generator once, when it first draws): the
+                same call gives the same samples, which are not the Keras engine's for that
+                seed (another generator). Loading costs a model load per call.
+            alignments: bool. As in `Translator.translate`, from CTranslate2's
+                `return_attention` (the last layer's cross-attention averaged over its heads,
+                as exported). Defaults to `False`.
 
         Returns:
             As `keras_transformer.Translator.translate`: a `Translation` (a list of `n` with
@@ -403,15 +496,25 @@ class CTranslate2Translator:
         """
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
-        check_search_options(beam_size, alpha, num_hypotheses)
+        sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
+        check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
+        sampler = None if sampling is None else self._sampler(seed)
 
-        def search(source_ids, bucket, max_lengths):
+        def search(source_ids, bucket, max_lengths, prefixes, batch_number):
             # CTranslate2 takes one maximum output length per call: one call per length.
             found = [None] * len(source_ids)
             for length in sorted(set(max_lengths)):
                 rows = [row for row, limit in enumerate(max_lengths) if limit == length]
                 sources = [_tokens(self.tokenizer, source_ids[row]) for row in rows]
-                hypotheses = self._search(sources, length, beam_size, alpha, num_hypotheses or 1)
+                options = dict(attention=alignments)
+                if prefixes is not None:
+                    options["prefixes"] = [_tokens(self._target, prefixes[row]) for row in rows]
+                    options["offsets"] = self._prefix_log_probs(sources, options["prefixes"])
+                if sampling is not None:
+                    options.update(sampling=sampling, translator=sampler)
+                hypotheses = self._search(
+                    sources, length, beam_size, alpha, num_hypotheses or 1, **options
+                )
                 for row, options in zip(rows, hypotheses, strict=True):
                     found[row] = options
             return found
@@ -423,16 +526,69 @@ class CTranslate2Translator:
             self.batch_size,
             self.extra_length,
             num_hypotheses,
+            target_prefix=target_prefix,
+            alignments=alignments,
         )
+
+    def score(self, sources, translations):
+        """The log probability of given translations, with CTranslate2's `score_batch`.
+
+        Arguments and results as `keras_transformer.Translator.score`.
+        """
+
+        def score_batch(source_ids, target_ids):
+            results = self._translator.score_batch(
+                [_tokens(self.tokenizer, ids) for ids in source_ids],
+                [_tokens(self._target, ids) for ids in target_ids],
+                max_batch_size=self.batch_size,
+                max_input_length=0,
+            )
+            return [list(result.log_probs) for result in results]
+
+        return run_scoring(self.preprocessor, sources, translations, score_batch, self.batch_size)
 
     # === Helpers ===
     @property
     def _target(self):
         return self.target_tokenizer if self.target_tokenizer is not None else self.tokenizer
 
-    def _search(self, sources, max_new_tokens, beam_size, alpha, count):
-        """For each source, at least `count` hypotheses `(ids, score)`, best first, ids
-        ending with the end token when it was generated."""
+    def _sampler(self, seed):
+        """A new `ctranslate2.Translator` of this model (one worker) seeded with `seed`."""
+        import ctranslate2
+
+        ctranslate2.set_random_seed(seed)
+        return ctranslate2.Translator(self.directory, inter_threads=1, **self._options)
+
+    def _prefix_log_probs(self, sources, prefixes):
+        """The log probability of each prefix (0 for none): CTranslate2's scores of a
+        search with `target_prefix` leave it out, ours count it."""
+        rows = [row for row, prefix in enumerate(prefixes) if prefix]
+        offsets = [0.0] * len(prefixes)
+        if rows:
+            results = self._translator.score_batch(
+                [sources[row] for row in rows], [prefixes[row] for row in rows], max_input_length=0
+            )
+            for row, result in zip(rows, results, strict=True):
+                offsets[row] = float(sum(result.log_probs[:-1]))  # without the end token
+        return offsets
+
+    def _search(
+        self,
+        sources,
+        max_new_tokens,
+        beam_size,
+        alpha,
+        count,
+        prefixes=None,
+        sampling=None,
+        translator=None,
+        attention=False,
+        offsets=None,
+    ):
+        """For each source, at least `count` hypotheses `(ids, score[, attention])`, best
+        first, ids ending with the end token when it was generated (`offsets`: a log
+        probability added to each source's raw scores, its prefix's; `translator`: the
+        `ctranslate2.Translator` to run, by default this engine's)."""
         options = dict(
             max_batch_size=self.batch_size,
             max_decoding_length=max_new_tokens,
@@ -446,13 +602,24 @@ class CTranslate2Translator:
             # All `beam_size * patience` finished hypotheses, re-ranked below.
             patience = PATIENCE if count == 1 else N_BEST_PATIENCE
             options.update(patience=patience, num_hypotheses=beam_size * patience)
-        results = self._translator.translate_batch(sources, beam_size=beam_size, **options)
+        if prefixes is not None:
+            options["target_prefix"] = [prefix or None for prefix in prefixes]
+        if sampling is not None:
+            options.update(
+                sampling_topk=sampling.top_k,  # 0: the whole vocabulary, as ours
+                sampling_topp=sampling.top_p,
+                sampling_temperature=sampling.temperature,
+            )
+        translator = translator or self._translator
+        results = translator.translate_batch(sources, beam_size=beam_size, **options)
         end_id = self._target.end_id
         outputs = []
-        for result in results:
+        for number, result in enumerate(results):
             candidates = []
+            offset = offsets[number] if offsets else 0.0
             for hypothesis, score in zip(result.hypotheses, result.scores, strict=True):
                 ids = [self._target_ids[token] for token in hypothesis]
+                score = score + offset
                 if beam_size > 1:
                     # Raw log-probability sums re-ranked with our length penalty, so the
                     # scores are on our scale; hypotheses cut at `max_new_tokens` count as
@@ -462,12 +629,43 @@ class CTranslate2Translator:
                 # Trailing padding ids (which only an untrained model generates) are
                 # dropped, as `Translator` does.
                 candidates.append((trim(ids, end_id, self._target.pad_id), score))
-            outputs.append(sorted(candidates, key=lambda candidate: -candidate[1]))
+            outputs.append(sorted(candidates, key=lambda candidate: -candidate[1])[:count])
+        if attention:
+            outputs = self._with_attention(sources, outputs)
         return outputs
+
+    def _with_attention(self, sources, outputs):
+        """`outputs` with each hypothesis' attention, `(tokens, source tokens)`.
+
+        One forced greedy pass over all hypotheses (`target_prefix` = the hypothesis, its end
+        token left out): the attention with which each of its tokens was produced. Asked of a
+        beam search directly, CTranslate2's `return_attention` did not always belong to the
+        hypothesis returned (on the number-words model, 0.5 off on some sentences; the forced
+        pass equals our cross-attention to 1e-6)."""
+        end_id = self._target.end_id
+        rows, prefixes = [], []
+        for row, hypotheses in enumerate(outputs):
+            for tokens, _ in hypotheses:
+                rows.append(row)
+                kept = tokens[:-1] if tokens and tokens[-1] == end_id else tokens
+                prefixes.append(_tokens(self._target, kept) or None)
+        results = self._translator.translate_batch(
+            [sources[row] for row in rows],
+            target_prefix=prefixes,
+            beam_size=1,
+            max_batch_size=self.batch_size,
+            max_input_length=0,
+            max_decoding_length=max(len(prefix or []) for prefix in prefixes) + 1,
+            return_attention=True,
+            return_end_token=True,
+        )
+        matrices = iter(result.attention[0] for result in results)
+        return [
+            [(tokens, score, next(matrices)) for tokens, score in hypotheses]
+            for hypotheses in outputs
+        ]
 
 
 def _tokens(tokenizer, ids):
     """The vocabulary entries of `ids`."""
     return [tokenizer.id_to_token(int(index)) for index in ids]
-
-

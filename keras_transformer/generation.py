@@ -27,6 +27,7 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 
 import threading
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -35,7 +36,7 @@ from keras_transformer._checks import check_alpha, check_positive_int
 
 # The 0.2.0 path of the bucketing rules, kept for one release: `keras_transformer.buckets`.
 from keras_transformer.buckets import bucket_length, padded_batch_size  # noqa: F401
-from keras_transformer.decoding import BeamCache, beam_search, greedy_search
+from keras_transformer.decoding import BeamCache, beam_search, check_sampling, greedy_search
 from keras_transformer.layers.token_ids import check_token_ids
 
 
@@ -49,6 +50,9 @@ def generate(
     alpha=0.6,
     pad_id=0,
     max_lengths=None,
+    prefix=None,
+    sampling=None,
+    seed=None,
 ):
     """Encodes `encoder_inputs` and searches for their translations (not compiled).
 
@@ -70,6 +74,10 @@ def generate(
         max_lengths: optional int tensor `(batch,)`: the most tokens of each row, each in
             `1 .. max_new_tokens` (see `decoding.beam_search`). Defaults to `None`:
             `max_new_tokens` for every row.
+        prefix: optional int tensor `(batch, prefix_length)`: the target prefix of each row,
+            `-1` after it (`decoding.greedy_search`). Defaults to `None`.
+        sampling: optional `decoding.Sampling` (greedy search only). Defaults to `None`.
+        seed: the seed of `sampling` (`decoding.greedy_search`). Defaults to `None`.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -84,9 +92,20 @@ def generate(
     start_tokens = ops.full((ops.shape(encoder_inputs)[0],), start_id, dtype="int32")
     if beam_size == 1:
         sequences, scores = greedy_search(
-            next_logits, cache, start_tokens, max_new_tokens, end_id, pad_id, max_lengths
+            next_logits,
+            cache,
+            start_tokens,
+            max_new_tokens,
+            end_id,
+            pad_id,
+            max_lengths,
+            prefix=prefix,
+            sampling=sampling,
+            seed=seed,
         )
         return sequences[:, None], scores[:, None]
+    if sampling is not None:
+        raise ValueError(f"Sampling needs `beam_size=1`. Received: beam_size={beam_size}")
     return beam_search(
         next_logits,
         cache,
@@ -97,6 +116,7 @@ def generate(
         alpha=alpha,
         pad_id=pad_id,
         max_lengths=max_lengths,
+        prefix=prefix,
     )
 
 
@@ -127,7 +147,9 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     own = [layer["self"] for layer in layers]
 
     def step(tokens, cache, index, mask=None):
-        layers = [{"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)]
+        layers = [
+            {"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)
+        ]
         logits, layers = model.decode_step(
             tokens, layers, index, padding_mask, mask, encoding_table=encodings
         )
@@ -297,13 +319,26 @@ class Generator:
         self.jit_compile = bool(jit_compile)
         self.trace_count = 0
         self._functions = {}
+        # The vehicle of sampling's `keras.random` draws: its state is an input of the
+        # compiled search (`seed_state`), never read or advanced itself.
+        self._seed_generator = keras.random.SeedGenerator(0)
         # A Translator may search several batches at once, from several threads.
         self._lock = threading.Lock()
 
     def __call__(
-        self, encoder_inputs, beam_size=4, alpha=0.6, max_new_tokens=None, max_lengths=None
+        self,
+        encoder_inputs,
+        beam_size=4,
+        alpha=0.6,
+        max_new_tokens=None,
+        max_lengths=None,
+        prefix=None,
+        sampling=None,
+        seed=0,
     ):
-        return self._run(encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths)
+        return self._run(
+            encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths, prefix, sampling, seed
+        )
 
     def uncached_greedy(self, encoder_inputs, max_new_tokens=None, max_lengths=None):
         """Compiled `generate_uncached_greedy`: the slow reference for tests and benchmarks.
@@ -312,19 +347,72 @@ class Generator:
         """
         return self._run(encoder_inputs, max_new_tokens, None, 0.0, max_lengths)
 
-    def function(self, max_new_tokens, beam_size=4, alpha=0.6):
-        """The compiled `(encoder_inputs, max_lengths) -> (sequences, scores)` function for
-        these options (`max_lengths`: int32 `(batch,)`, each in `1 .. max_new_tokens`).
+    def function(self, max_new_tokens, beam_size=4, alpha=0.6, prefix=False, sampling=None):
+        """The compiled `(encoder_inputs, max_lengths[, prefix][, seed]) -> (sequences,
+        scores)` function for these options (`max_lengths`: int32 `(batch,)`, each in
+        `1 .. max_new_tokens`; with `prefix=True`, `prefix` int32 `(batch, prefix_length)`,
+        `-1` after each row's prefix; with `sampling`, `seed` the `(2,)` seed state,
+        `seed_state(seed)`).
 
         On TensorFlow it is a `tf.function` that can also be called inside another
         `tf.function` (the SavedModel export does).
         """
         check_positive_int("beam_size", beam_size)
         check_alpha(alpha)
-        return self._function(max_new_tokens, beam_size, 0.0 if beam_size == 1 else alpha)
+        sampling = check_sampling(sampling)
+        if sampling is not None and beam_size != 1:
+            raise ValueError(f"Sampling needs `beam_size=1`. Received: beam_size={beam_size}")
+        alpha = 0.0 if beam_size == 1 else alpha
+        return self._function(max_new_tokens, beam_size, alpha, bool(prefix), sampling)
+
+    def seed_state(self, seed):
+        """The `(2,)` seed state a compiled sampling search takes for the int `seed` (or a
+        pair of ints, used as given)."""
+        dtype = keras.backend.standardize_dtype(self._seed_generator.state.dtype)
+        pair = [seed, 0] if np.ndim(seed) == 0 else list(seed)
+        return np.array(pair, "int64").astype(dtype)
+
+    def score(self, encoder_inputs, decoder_inputs, labels):
+        """Compiled `token_log_probs`: the log probability of each label, teacher-forced.
+
+        Args:
+            encoder_inputs: int `(batch, source_length)`, 0 = padding.
+            decoder_inputs: int `(batch, target_length)`: `[START] y`, 0 = padding.
+            labels: int `(batch, target_length)`: `y [END]`, 0 = padding.
+
+        Returns:
+            float32 NumPy array `(batch, target_length)`: `log p(labels[b, t] | source,
+            labels[b, :t])`, 0 at padding.
+        """
+        arrays = [encoder_inputs, decoder_inputs, labels]
+        check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
+        for name, value in (("decoder_inputs", decoder_inputs), ("labels", labels)):
+            check_token_ids(value, self.model.target_vocabulary_size, name)
+        with self._lock:
+            if "score" not in self._functions:
+                model = self.model
+
+                def run(encoder_inputs, decoder_inputs, labels):
+                    return token_log_probs(model, encoder_inputs, decoder_inputs, labels)
+
+                self._functions["score"] = _backend.compile_inference(
+                    run, model.variables, self.jit_compile
+                )
+            function = self._functions["score"]
+        return ops.convert_to_numpy(function(*[ops.cast(array, "int32") for array in arrays]))
 
     # === Helpers ===
-    def _run(self, encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths):
+    def _run(
+        self,
+        encoder_inputs,
+        max_new_tokens,
+        beam_size,
+        alpha,
+        max_lengths,
+        prefix=None,
+        sampling=None,
+        seed=0,
+    ):
         if len(encoder_inputs.shape) != 2:
             raise ValueError(
                 "`encoder_inputs` must have shape (batch, source_length). "
@@ -333,28 +421,46 @@ class Generator:
         if max_new_tokens is None:
             max_new_tokens = int(encoder_inputs.shape[1]) + self.extra_length
         max_lengths = _check_max_lengths(max_lengths, encoder_inputs.shape[0], max_new_tokens)
+        extras = []
+        if prefix is not None:
+            prefix = np.asarray(ops.convert_to_numpy(prefix))
+            if (
+                prefix.ndim != 2
+                or prefix.shape[0] != encoder_inputs.shape[0]
+                or prefix.shape[1] > max_new_tokens
+            ):
+                raise ValueError(
+                    f"`prefix` must have shape (batch={encoder_inputs.shape[0]}, "
+                    f"prefix_length <= max_new_tokens={max_new_tokens}). "
+                    f"Received: prefix.shape={prefix.shape}"
+                )
+            check_token_ids(np.maximum(prefix, 0), self.model.target_vocabulary_size, "prefix")
+            extras.append(prefix.astype("int32"))
         if beam_size is None:  # The uncached reference.
-            function = self._function(max_new_tokens, None, 0.0)
+            function = self._function(max_new_tokens, None, 0.0, False, None)
         else:
-            function = self.function(max_new_tokens, beam_size, alpha)
+            function = self.function(max_new_tokens, beam_size, alpha, prefix is not None, sampling)
+        if sampling is not None:
+            extras.append(self.seed_state(seed))
         # Here, eagerly: inside the compiled search the values cannot be checked.
         check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
-        sequences, scores = function(ops.cast(encoder_inputs, "int32"), max_lengths)
+        sequences, scores = function(ops.cast(encoder_inputs, "int32"), max_lengths, *extras)
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 
-    def _function(self, max_new_tokens, beam_size, alpha):
+    def _function(self, max_new_tokens, beam_size, alpha, prefix, sampling):
         check_positive_int("max_new_tokens", max_new_tokens)
-        key = (int(max_new_tokens), beam_size, float(alpha))
+        key = (int(max_new_tokens), beam_size, float(alpha), prefix, sampling)
         with self._lock:
             if key not in self._functions:
                 self._functions[key] = self._compile(*key)
             return self._functions[key]
 
-    def _compile(self, max_new_tokens, beam_size, alpha):
+    def _compile(self, max_new_tokens, beam_size, alpha, prefix, sampling):
         model = self.model
         ids = dict(start_id=self.start_id, end_id=self.end_id, pad_id=self.pad_id)
+        generator = self._seed_generator
 
-        def run(encoder_inputs, max_lengths):
+        def run(encoder_inputs, max_lengths, *extras):
             encoder_inputs = ops.cast(encoder_inputs, "int32")
             max_lengths = ops.cast(max_lengths, "int32")
             if beam_size is None:
@@ -365,6 +471,9 @@ class Generator:
                     max_new_tokens=max_new_tokens,
                     max_lengths=max_lengths,
                 )
+            extras = list(extras)
+            prefix_ids = ops.cast(extras.pop(0), "int32") if prefix else None
+            seed = (generator, extras.pop(0)) if sampling is not None else None
             return generate(
                 model,
                 encoder_inputs,
@@ -373,12 +482,38 @@ class Generator:
                 beam_size=beam_size,
                 alpha=alpha,
                 max_lengths=max_lengths,
+                prefix=prefix_ids,
+                sampling=sampling,
+                seed=seed,
             )
 
         def count_trace():
             self.trace_count += 1
 
         return _backend.compile_inference(run, model.variables, self.jit_compile, count_trace)
+
+
+def token_log_probs(model, encoder_inputs, decoder_inputs, labels):
+    """The log probability of each label under teacher forcing (forced decoding, scoring).
+
+    One uncached decoder pass over `decoder_inputs`: the same computation as training's
+    forward pass (dropout off), so `-sum(token_log_probs)` over the non-padding labels is the
+    cross-entropy the model is trained on, without label smoothing.
+
+    Args:
+        model: `keras_transformer.Transformer`.
+        encoder_inputs: int32 `(batch, source_length)`, 0 = padding.
+        decoder_inputs: int32 `(batch, target_length)`, `[START] y`, 0 = padding.
+        labels: int32 `(batch, target_length)`, `y [END]`, 0 = padding.
+
+    Returns:
+        float32 `(batch, target_length)`: `log p(labels[b, t] | ...)`, 0 where a label is 0.
+    """
+    encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
+    logits = ops.cast(model.decode(decoder_inputs, encoder_outputs, padding_mask), "float32")
+    log_probs = ops.log_softmax(logits, axis=-1)  # (batch, target_length, vocab)
+    picked = ops.take_along_axis(log_probs, ops.cast(labels, "int32")[:, :, None], axis=-1)
+    return ops.where(ops.not_equal(labels, 0), picked[:, :, 0], 0.0)
 
 
 def _check_max_lengths(max_lengths, batch_size, max_new_tokens):

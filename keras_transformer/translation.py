@@ -6,8 +6,11 @@ n-best lists, and the `Translation` each engine returns. An engine brings only i
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
-from keras_transformer._checks import check_alpha, check_positive_int
+import numpy as np
+
+from keras_transformer._checks import check_alpha, check_int, check_positive_int
 from keras_transformer.buckets import bucket_batches, bucket_length, padded_batch_size
+from keras_transformer.decoding import Sampling, check_sampling
 from keras_transformer.text.preprocessor import as_byte_strings
 
 
@@ -29,6 +32,13 @@ class Translation:
         attention: float32 NumPy array `(num_decoder_layers, num_heads, len(target_tokens),
             len(source_tokens))`, the cross-attention probabilities with which each target
             token was produced, or `None` unless asked for.
+        alignments: list of `(source_index, target_index)` pairs of word pieces (indices into
+            `source_tokens` without `[START]`/`[END]`, and into `target_tokens` without the
+            end token): each target piece linked to the source piece it attends to most
+            (`align`), or `None` unless asked for.
+        word_alignments: the same links between words (whitespace-separated words of the
+            source and of the translation, counted from 0), sorted, without repeats, or
+            `None`.
     """
 
     text: str
@@ -38,12 +48,56 @@ class Translation:
     source_tokens: list
     target_tokens: list
     attention: object = None
+    alignments: list = None
+    word_alignments: list = None
 
 
-def check_search_options(beam_size, alpha, num_hypotheses):
+@dataclasses.dataclass
+class Scoring:
+    """The log probability of a given translation of a source (`score` of any engine).
+
+    Attributes:
+        score: float. `log p(translation | source)`: the sum of `token_scores`.
+        token_scores: list of float. The log probability of each target piece, then of the
+            end token (teacher forcing).
+        target_tokens: list of str. The scored pieces, the end token last.
+        truncated: bool. The source was longer than `max_source_length` and was truncated.
+    """
+
+    score: float
+    token_scores: list
+    target_tokens: list
+    truncated: bool
+
+
+def sampling_options(sampling_topk=None, sampling_topp=None, sampling_temperature=None):
+    """The `decoding.Sampling` of a call's sampling arguments (checked), or `None` when none
+    is given: sampling is on as soon as one is (`sampling_topk=None`/`0` samples from the
+    whole vocabulary, `1` is greedy search)."""
+    if sampling_topk is None and sampling_topp is None and sampling_temperature is None:
+        return None
+    return check_sampling(
+        Sampling(
+            0 if sampling_topk is None else sampling_topk,
+            1.0 if sampling_topp is None else sampling_topp,
+            1.0 if sampling_temperature is None else sampling_temperature,
+        )
+    )
+
+
+def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0):
     """Checks the search options of a `translate` call (any engine)."""
     check_positive_int("beam_size", beam_size)
     check_alpha(alpha)
+    if sampling is not None:
+        if beam_size != 1:
+            raise ValueError(
+                "Sampling (sampling_topk, sampling_topp, sampling_temperature) draws one "
+                f"token at a time: it needs beam_size=1. Received: beam_size={beam_size}"
+            )
+        check_int("seed", seed, minimum=0)
+        if seed >= 2**31:
+            raise ValueError(f"`seed` must be below 2**31. Received: seed={seed}")
     if num_hypotheses is not None and (
         isinstance(num_hypotheses, bool)
         or not isinstance(num_hypotheses, int)
@@ -64,6 +118,8 @@ def run_translation(
     num_hypotheses,
     attention=None,
     workers=1,
+    target_prefix=None,
+    alignments=False,
 ):
     """The steps every translation engine shares, around its own search.
 
@@ -78,12 +134,16 @@ def run_translation(
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
         sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-        search: callable `(source_ids, bucket, max_lengths) -> hypotheses`: `source_ids` a
-            list of lists of int (`[START] pieces [END]`, unpadded), `bucket` their padded
-            length, `max_lengths` the most tokens of each one's translation (the bucket of that
-            source alone + `extra_length`: the same whatever it is batched with); for each
-            source, a list of `(tokens, score)`, best first, `tokens` trimmed after the end
-            token.
+        search: callable `(source_ids, bucket, max_lengths, prefixes, batch_number) ->
+            hypotheses`: `source_ids` a list of lists of int (`[START] pieces [END]`,
+            unpadded), `bucket` their padded length, `max_lengths` the most tokens of each
+            one's translation (the bucket of that source alone + `extra_length` + the length
+            of its prefix: the same whatever it is batched with), `prefixes` `None` or a list
+            of lists of int (each source's target prefix pieces, maybe empty), `batch_number`
+            an int that tells the batches of a call apart (sampling seeds); for each source, a
+            list of `(tokens, score)` or `(tokens, score, attention)` (`attention` the `(target
+            tokens, source tokens)` alignment probabilities, for `alignments`), best first,
+            `tokens` trimmed after the end token and starting with the prefix.
         batch_size: int. Most sources per `search` call.
         extra_length: int. A translation has at most its source's bucket length +
             `extra_length` tokens.
@@ -92,6 +152,13 @@ def run_translation(
             Defaults to `None`.
         workers: int. Batches searched at once, each by its own thread (`search` must then be
             thread-safe). The results do not depend on it. Defaults to `1`.
+        target_prefix: `None`, or one `str` (`bytes`) per sentence (a single one for a single
+            sentence; `None` or `""` for none): each translation starts with the word pieces
+            of its prefix and continues from there. A sentence without any token still
+            translates to `""`. Defaults to `None`.
+        alignments: bool. Fill `Translation.alignments` and `word_alignments` (`align`), from
+            the hypotheses' attention (`search`'s third element, else `attention`'s last
+            layer averaged over heads). Defaults to `False`.
 
     Returns:
         As `Translator.translate`.
@@ -100,7 +167,7 @@ def run_translation(
     strings = as_byte_strings([sentences] if single else sentences)
     if not strings:
         return []
-    if attention is None and not all(strings):
+    if attention is None and target_prefix is None and not all(strings):
         # An empty line has no token: `""` without the preprocessor (a TensorFlow call per
         # request: 100,000 empty lines took minutes) or a search.
         rest = [string for string in strings if string]
@@ -114,43 +181,72 @@ def run_translation(
             empty = _empty_translation(preprocessor)
             results.append([empty] if num_hypotheses is not None else empty)
         return results[0] if single else results
+    prefixes = _prefix_ids(preprocessor, target_prefix, single, len(strings))
     features = preprocessor.generate_preprocess(strings)
     source_ids = features["encoder_inputs"].to_list()
     empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
     lengths = {index: len(ids) for index, ids in enumerate(source_ids) if not empty[index]}
-    found = {}  # index -> [(tokens, score)], best first
+    found = {}  # index -> [(tokens, score[, attention])], best first
 
-    def run(batch):
-        bucket, indices = batch
+    def run(numbered):
+        batch_number, (bucket, indices) = numbered
         max_lengths = [
-            bucket_length(lengths[index], preprocessor.bucket_boundaries) + extra_length
+            bucket_length(lengths[index], preprocessor.bucket_boundaries)
+            + extra_length
+            + (len(prefixes[index]) if prefixes else 0)
             for index in indices
         ]
-        return indices, search([source_ids[index] for index in indices], bucket, max_lengths)
+        return indices, search(
+            [source_ids[index] for index in indices],
+            bucket,
+            max_lengths,
+            [prefixes[index] for index in indices] if prefixes else None,
+            batch_number,
+        )
 
-    batches = _search_order(bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size))
+    batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
+    # Numbered in a fixed order (their first sentence), whatever order they run in.
+    numbers = {
+        tuple(indices): number
+        for number, (_, indices) in enumerate(sorted(batches, key=lambda batch: min(batch[1])))
+    }
+    batches = [(numbers[tuple(batch[1])], batch) for batch in _search_order(batches)]
     for indices, hypotheses in _map(run, batches, workers):
         for index, options in zip(indices, hypotheses, strict=True):
             found[index] = options[: num_hypotheses or 1]
     texts = _detokenize(
-        preprocessor, [tokens for index in sorted(found) for tokens, _ in found[index]]
+        preprocessor, [option[0] for index in sorted(found) for option in found[index]]
     )
     targets, results = preprocessor.targets, []
     for index, ids in enumerate(source_ids):
         source_tokens = [preprocessor.tokenizer.id_to_token(i) for i in ids]
         hypotheses = []
-        for tokens, score in found.get(index, [([], 0.0)]):
-            hypotheses.append(
-                Translation(
-                    text=next(texts) if index in found else "",
-                    score=float(score),
-                    tokens=tokens,
-                    truncated=bool(truncated[index]),
-                    source_tokens=list(source_tokens),
-                    target_tokens=[targets.id_to_token(i) for i in tokens],
-                    attention=attention(ids, tokens) if attention else None,
-                )
+        for tokens, score, *matrix in found.get(index, [([], 0.0)]):
+            target_tokens = [targets.id_to_token(i) for i in tokens]
+            weights = attention(ids, tokens) if attention else None
+            translation = Translation(
+                text=next(texts) if index in found else "",
+                score=float(score),
+                tokens=tokens,
+                truncated=bool(truncated[index]),
+                source_tokens=list(source_tokens),
+                target_tokens=target_tokens,
+                attention=weights,
             )
+            if alignments:
+                if matrix:
+                    matrix = np.asarray(matrix[0], "float32")
+                elif weights is not None:
+                    matrix = weights[-1].mean(axis=0)  # last layer, heads averaged
+                else:
+                    matrix = np.zeros((len(tokens), len(ids)), "float32")
+                pieces = target_tokens
+                if tokens and tokens[-1] == targets.end_id:
+                    pieces = target_tokens[:-1]
+                translation.alignments, translation.word_alignments = align(
+                    matrix, source_tokens[1:-1], pieces
+                )
+            hypotheses.append(translation)
         results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
     return results[0] if single else results
 
@@ -161,6 +257,134 @@ def _empty_translation(preprocessor):
     tokenizer = preprocessor.tokenizer
     source_tokens = [tokenizer.id_to_token(tokenizer.start_id), tokenizer.id_to_token(tokenizer.end_id)]
     return Translation("", 0.0, [], False, source_tokens, [], None)
+
+
+def align(attention, source_pieces, target_pieces):
+    """Word-piece and word alignments from attention probabilities.
+
+    Each target piece is linked to the source piece it attends to most (argmax, the source's
+    `[START]` and `[END]` left out): the usual "hard" alignment read from a Transformer's
+    cross-attention (Garg et al., 2019 use the average of one layer's heads; every engine
+    here gives the last decoder layer's cross-attention averaged over its heads). Pieces
+    are grouped into words: a WordPiece piece starting with `##` continues its word; when the
+    pieces carry SentencePiece's word marker `▁`, a piece without it continues its word.
+
+    Args:
+        attention: float array `(target tokens, source tokens)`: rows for the target pieces
+            (and maybe the end token, ignored), columns for `[START] source pieces [END]`.
+        source_pieces: list of str, the source pieces (without `[START]`/`[END]`).
+        target_pieces: list of str, the target pieces (without the end token).
+
+    Returns:
+        `(piece_pairs, word_pairs)`: lists of `(source_index, target_index)`; piece pairs in
+        target order, word pairs sorted without repeats.
+
+    Example:
+
+    >>> align([[0.1, 0.1, 0.7, 0.1], [0.1, 0.6, 0.2, 0.1]], ["▁a", "▁b"], ["▁x", "▁y"])
+    ([(1, 0), (0, 1)], [(0, 1), (1, 0)])
+    """
+    attention = np.asarray(attention, "float32")
+    if not source_pieces or not target_pieces:
+        return [], []
+    inner = attention[: len(target_pieces), 1 : 1 + len(source_pieces)]
+    links = [(int(np.argmax(row)), target) for target, row in enumerate(inner)]
+    source_words, target_words = _word_indices(source_pieces), _word_indices(target_pieces)
+    words = sorted({(source_words[source], target_words[target]) for source, target in links})
+    return links, words
+
+
+def _word_indices(pieces):
+    """The word of each piece, counted from 0."""
+    marked = any(piece.startswith("\u2581") for piece in pieces)
+    words, word = [], -1
+    for position, piece in enumerate(pieces):
+        continues = piece.startswith("##") or (marked and not piece.startswith("\u2581"))
+        if position == 0 or not continues:
+            word += 1
+        words.append(max(word, 0))
+    return words
+
+
+def run_scoring(preprocessor, sources, translations, score_batch, batch_size):
+    """The steps every engine shares to score given translations (`score`).
+
+    Sources go through the translation contract (`generate_preprocess`: `[START] pieces
+    [END]`, truncated to `max_source_length`, flagged); translations are the target pieces
+    (not truncated), scored with the end token. Batches of `batch_size` pairs, in source
+    length order, go to `score_batch`.
+
+    Args:
+        preprocessor: `keras_transformer.text.TranslationPreprocessor`.
+        sources: a `str` (`bytes`), or a list of them.
+        translations: as many translations, one per source.
+        score_batch: callable `(source_ids, target_ids) -> token scores`: lists of lists of
+            int (the sources with `[START]`/`[END]`, the target pieces without them); for each
+            pair, the log probability of each target piece and then of the end token.
+        batch_size: int.
+
+    Returns:
+        A `Scoring` for one pair, a list of them for lists.
+    """
+    single = isinstance(sources, (str, bytes))
+    sources = as_byte_strings([sources] if single else sources)
+    translations = as_byte_strings([translations] if single else translations)
+    if len(sources) != len(translations):
+        raise ValueError(
+            "`translations` must hold one translation per source. Received: "
+            f"{len(sources)} sources and {len(translations)} translations"
+        )
+    if not sources:
+        return []
+    features = preprocessor.generate_preprocess(sources)
+    source_ids = features["encoder_inputs"].to_list()
+    truncated = features["truncated"].numpy()
+    targets = preprocessor.targets
+    target_ids = targets.tokenize(translations).to_list()
+    order = sorted(range(len(sources)), key=lambda index: (len(source_ids[index]), index))
+    scores = {}
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        found = score_batch([source_ids[i] for i in indices], [target_ids[i] for i in indices])
+        scores.update(zip(indices, found, strict=True))
+    end_token = targets.id_to_token(targets.end_id)
+    results = [
+        Scoring(
+            score=float(np.sum(np.asarray(scores[index], "float64"))),
+            token_scores=[float(value) for value in scores[index]],
+            target_tokens=[targets.id_to_token(i) for i in target_ids[index]] + [end_token],
+            truncated=bool(truncated[index]),
+        )
+        for index in range(len(sources))
+    ]
+    return results[0] if single else results
+
+
+def _prefix_ids(preprocessor, target_prefix, single, count):
+    """Each sentence's target prefix as word-piece ids (`[]` for none), or `None`."""
+    if target_prefix is None:
+        return None
+    prefixes = [target_prefix] if single else list(target_prefix)
+    if single and not isinstance(target_prefix, (str, bytes)):
+        raise ValueError(
+            "`target_prefix` of a single sentence must be a str. "
+            f"Received: target_prefix={target_prefix!r}"
+        )
+    if len(prefixes) != count:
+        raise ValueError(
+            "`target_prefix` must hold one prefix per sentence (None or '' for none). "
+            f"Received: {count} sentences and {len(prefixes)} prefixes"
+        )
+    strings = as_byte_strings([b"" if prefix is None else prefix for prefix in prefixes])
+    ids = preprocessor.targets.tokenize(strings).to_list()
+    longest = max(preprocessor.bucket_boundaries)
+    for index, pieces in enumerate(ids):
+        if len(pieces) > longest:
+            raise ValueError(
+                f"A target prefix may have at most {longest} word pieces (the longest "
+                f"bucket). Received: target_prefix[{index}] with {len(pieces)}"
+            )
+    return [[int(piece) for piece in pieces] for pieces in ids]
 
 
 def _search_order(batches):

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from keras_transformer import _backend, _checks
-from keras_transformer.buckets import padded_batch_size
+from keras_transformer.buckets import bucket_length, padded_batch_size
 from keras_transformer.generation import Generator, cross_attention, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
@@ -23,7 +23,13 @@ from keras_transformer.saving import preset as preset_files
 from keras_transformer.saving.checks import deserialize_part
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import Tokenizer
-from keras_transformer.translation import Translation, check_search_options, run_translation
+from keras_transformer.translation import (
+    Translation,
+    check_search_options,
+    run_scoring,
+    run_translation,
+    sampling_options,
+)
 
 # The file a training run (and its `best/`) writes the Translator to.
 KERAS_FILE = "translator.keras"
@@ -145,7 +151,18 @@ class Translator(keras.Model):
         return [translation.text for translation in translations]
 
     def translate(
-        self, sentences, beam_size=None, alpha=None, num_hypotheses=None, return_attention=False
+        self,
+        sentences,
+        beam_size=None,
+        alpha=None,
+        num_hypotheses=None,
+        return_attention=False,
+        target_prefix=None,
+        sampling_topk=None,
+        sampling_topp=None,
+        sampling_temperature=None,
+        seed=0,
+        alignments=False,
     ):
         """Translates sentences and returns `Translation`s (text, score, tokens, attention).
 
@@ -158,6 +175,22 @@ class Translator(keras.Model):
             return_attention: bool. Fill `Translation.attention` with the cross-attention
                 probabilities (one uncached decoder pass over each output), for plotting.
                 Defaults to `False`.
+            target_prefix: a `str` per sentence (one for a single sentence; `None` or `""`
+                for none): each translation starts with these target word pieces (forced
+                inside the compiled search) and continues from them. Defaults to `None`.
+            sampling_topk: int `>= 0`. Sample each token from the K most probable (`0`: the
+                whole vocabulary; `1`: greedy). Any sampling option turns sampling on; it
+                needs `beam_size=1`. Defaults to `None`.
+            sampling_topp: float in `(0, 1]`. Sample from the smallest set of most probable
+                tokens whose probabilities reach P (nucleus). Defaults to `None` (1.0).
+            sampling_temperature: float `> 0`. Divide the logits by T before sampling.
+                Defaults to `None` (1.0).
+            seed: int in `0 .. 2**31 - 1`. The seed of sampling: the same seed, sentences and
+                settings give the same samples (on one backend). Defaults to `0`.
+            alignments: bool. Fill `Translation.alignments` and `word_alignments`: each
+                target piece linked to the source piece with the highest cross-attention of
+                the last decoder layer, averaged over its heads (`translation.align`).
+                Defaults to `False`.
 
         Returns:
             A `Translation` for one sentence, a `list[Translation]` for a list. With
@@ -167,9 +200,14 @@ class Translator(keras.Model):
         """
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
-        self.check_search_options(beam_size, alpha, num_hypotheses)
-        search = functools.partial(_search, self, beam_size=beam_size, alpha=alpha)
-        attention = functools.partial(cross_attention, self.model, self.preprocessor.targets.start_id)
+        sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
+        self.check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
+        search = functools.partial(
+            _search, self, beam_size=beam_size, alpha=alpha, sampling=sampling, seed=seed
+        )
+        attention = functools.partial(
+            cross_attention, self.model, self.preprocessor.targets.start_id
+        )
         workers = self.concurrent_batches or _backend.concurrent_searches(self.jit_compile)
         return run_translation(
             self.preprocessor,
@@ -178,11 +216,36 @@ class Translator(keras.Model):
             self.batch_size,
             self.extra_length,
             num_hypotheses,
-            attention if return_attention else None,
+            attention if return_attention or alignments else None,
             workers=workers,
+            target_prefix=target_prefix,
+            alignments=alignments,
         )
 
-    def check_search_options(self, beam_size=None, alpha=None, num_hypotheses=None):
+    def score(self, sources, translations):
+        """The log probability of given translations (forced decoding, teacher forcing).
+
+        Args:
+            sources: a `str` (`bytes`), or a list of them.
+            translations: the translation of each source (same count).
+
+        Returns:
+            A `keras_transformer.translation.Scoring` (`score`, `token_scores`,
+            `target_tokens`, `truncated`) for one pair, a list of them for lists. `score` is
+            `log p(translation [END] | source)`, the sum of the token scores: the negative of
+            the model's training loss on that pair without label smoothing.
+        """
+        return run_scoring(
+            self.preprocessor,
+            sources,
+            translations,
+            functools.partial(_score_batch, self),
+            self.batch_size,
+        )
+
+    def check_search_options(
+        self, beam_size=None, alpha=None, num_hypotheses=None, sampling=None, seed=0
+    ):
         """Raises a `ValueError` naming the option unless this translator can run that search:
         valid values, and a decoding state (a batch of the longest inputs with `beam_size`
         rows each) that fits in this machine's memory, the bound a loaded file's settings
@@ -192,10 +255,12 @@ class Translator(keras.Model):
             beam_size: int. Defaults to `None`: `self.beam_size`.
             alpha: float. Defaults to `None`: `self.alpha`.
             num_hypotheses: int. Defaults to `None`.
+            sampling: dict of the sampling options (`translation.sampling_options`), or `None`.
+            seed: int. The sampling seed. Defaults to `0`.
         """
         beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
-        check_search_options(beam_size, alpha, num_hypotheses)
+        check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
         sizes = {
             "beam_size": beam_size,
             "max_source_length": self.max_source_length,
@@ -260,7 +325,18 @@ class Translator(keras.Model):
         return cls(**_checked_config(config))
 
 
-def _search(translator, source_ids, bucket, max_lengths, beam_size, alpha):
+def _search(
+    translator,
+    source_ids,
+    bucket,
+    max_lengths,
+    prefixes,
+    batch_number,
+    beam_size,
+    alpha,
+    sampling=None,
+    seed=0,
+):
     """The Translator's search of one batch, in `run_translation`'s terms (`search`)."""
     import tensorflow as tf
 
@@ -269,13 +345,55 @@ def _search(translator, source_ids, bucket, max_lengths, beam_size, alpha):
     rows = translator.preprocessor.pad_batch(ragged, bucket).numpy()
     # The rows padding the batch (copies of its last source) stop after one token.
     limits = max_lengths + [1] * (len(rows) - len(source_ids))
+    prefix, max_new_tokens = None, None
+    if prefixes is not None and any(prefixes):
+        # Padded to a bucket (one compiled shape per bucket), -1 after each prefix.
+        width = bucket_length(max(len(ids) for ids in prefixes), translator.bucket_boundaries)
+        prefix = np.full((len(rows), width), -1, "int32")
+        for row, ids in enumerate(prefixes):
+            prefix[row, : len(ids)] = ids
+        max_new_tokens = bucket + translator.extra_length + width
     sequences, scores = translator.generator(
-        rows, beam_size=beam_size, alpha=alpha, max_lengths=np.array(limits, "int32")
+        rows,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_new_tokens=max_new_tokens,
+        max_lengths=np.array(limits, "int32"),
+        prefix=prefix,
+        sampling=sampling,
+        # One stream of draws per batch of the call: [seed, batch_number << 12 + step].
+        seed=(seed, batch_number << 12),
     )
     return [
         [(trim(ids, targets.end_id, targets.pad_id), score) for ids, score in zip(*row)]
         for row in zip(sequences[: len(source_ids)], scores)
     ]
+
+
+def _score_batch(translator, source_ids, target_ids):
+    """The Translator's scores of one batch, in `run_scoring`'s terms (`score_batch`)."""
+    import tensorflow as tf
+
+    preprocessor, targets = translator.preprocessor, translator.preprocessor.targets
+    ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
+    rows = preprocessor.pad_batch(
+        ragged, bucket_length(max(map(len, source_ids)), preprocessor.bucket_boundaries)
+    ).numpy()
+    longest = max(len(ids) for ids in target_ids) + 1
+    boundaries = translator.bucket_boundaries
+    # Padded to a bucket (or a multiple of the largest) to bound the compiled shapes.
+    width = (
+        bucket_length(longest, boundaries)
+        if longest <= boundaries[-1]
+        else -(-longest // boundaries[-1]) * boundaries[-1]
+    )
+    decoder_inputs = np.zeros((len(rows), width), "int32")
+    labels = np.zeros((len(rows), width), "int32")
+    for row, ids in enumerate(target_ids):
+        decoder_inputs[row, : len(ids) + 1] = [targets.start_id, *ids]
+        labels[row, : len(ids) + 1] = [*ids, targets.end_id]
+    token_scores = translator.generator.score(rows, decoder_inputs, labels)
+    return [token_scores[row, : len(ids) + 1].tolist() for row, ids in enumerate(target_ids)]
 
 
 def _check_arguments(model, beam_size, alpha, extra_length, batch_size):

@@ -101,3 +101,20 @@ def test_a_saved_model_translates_as_its_translator(exported):
         assert [h.text for h in hypotheses] == [w.text for w in wanted]
         assert [h.score for h in hypotheses] == pytest.approx([w.score for w in wanted], abs=1e-4)
         assert all(isinstance(h, Translation) and h.tokens is None for h in hypotheses)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="the SavedModel is exported on TensorFlow"
+)
+def test_a_saved_models_prefix_signature_continues_as_its_translator(exported):
+    translator, _, saved_model_path = exported
+    sentences = ["dos mil trescientos", "", "cuarenta y dos", "tres"]
+    prefixes = ["two thousand", "x", "", "four"]
+    served = engines.load_translator(saved_model_path)
+    expected = translator.translate(sentences, target_prefix=prefixes)
+    received = served.translate(sentences, target_prefix=prefixes)
+    assert [r.text for r in received] == [e.text for e in expected]
+    assert [r.score for r in received] == pytest.approx([e.score for e in expected], abs=1e-4)
+    assert received[0].text.startswith("two thousand") and received[1].text == ""
+    with pytest.raises(ValueError, match="cannot sample"):
+        engines.check_options(served, sampling_topk=3)

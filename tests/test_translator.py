@@ -206,8 +206,9 @@ def test_run_translation_searches_batches_in_threads_and_keeps_the_order(transla
     started = threading.Barrier(2, timeout=30)
     targets = translator.preprocessor.targets
 
-    def search(source_ids, bucket, max_lengths):
+    def search(source_ids, bucket, max_lengths, prefixes, batch_number):
         assert max_lengths == [bucket_length(len(ids), boundaries) + 7 for ids in source_ids]
+        assert prefixes is None and batch_number in range(len(sentences))
         with lock:
             threads.add(threading.get_ident())
             calls.append(bucket)

@@ -22,6 +22,12 @@ each batch. Inputs longer than the model's maximum source length are
 truncated (a note on standard error says which); a batch that fails prints empty lines and an
 error on standard error, and the exit status is then 1.
 
+`translate --target-prefix FILE` continues each translation from its line of FILE;
+`--sampling-topk K --sampling-topp P --sampling-temperature T --seed S` sample (greedy
+search) instead of searching; `--alignments` appends ` ||| ` and the word alignments
+(`SOURCE-TARGET` word indices). `score --sources FILE --translations FILE` prints the log
+probability of each given translation (`--token-scores`: per token too).
+
 `translate --n-best N` prints the N best hypotheses of each sentence instead (a SavedModel
 through its `translate_n_best` signature: N at most its columns, the search it was exported
 with), best first, one line each in the Moses / fairseq n-best format
@@ -45,7 +51,6 @@ Each subcommand is a module of this package (`translate`, `export`, `importing`,
 framework at import time, so `--help` loads none.
 """
 
-
 import argparse
 import sys
 
@@ -59,6 +64,7 @@ from keras_transformer.cli.common import (
 from keras_transformer.cli.evaluate import add_evaluate_parser
 from keras_transformer.cli.export import add_export_parser
 from keras_transformer.cli.importing import add_import_parser
+from keras_transformer.cli.score import add_score_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
 
@@ -98,6 +104,7 @@ def build_parser():
     add_common_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_translate_parser(subparsers)
+    add_score_parser(subparsers)
     add_export_parser(subparsers)
     add_import_parser(subparsers)
     add_train_parser(subparsers)

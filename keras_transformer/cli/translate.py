@@ -68,6 +68,52 @@ def add_translate_parser(subparsers):
         help="the engine MODEL is for: keras (.keras file, preset or run directory), "
         "saved_model or ctranslate2 (default: found from MODEL's files)",
     )
+    parser.add_argument(
+        "--target-prefix",
+        metavar="FILE",
+        default=None,
+        help="a file with one target prefix per sentence (an empty line: none): each "
+        "translation starts with its prefix and continues from it (SavedModel: needs its "
+        "translate_with_prefix signature)",
+    )
+    parser.add_argument(
+        "--sampling-topk",
+        type=_non_negative_int,
+        default=None,
+        metavar="K",
+        help="sample each token from the K most probable (0: the whole vocabulary, 1: "
+        "greedy); any --sampling-* option samples, with --beam-size 1 (the default then)",
+    )
+    parser.add_argument(
+        "--sampling-topp",
+        type=float,
+        default=None,
+        metavar="P",
+        help="sample from the smallest set of most probable tokens whose probabilities reach "
+        "P, in (0, 1] (nucleus sampling; default 1)",
+    )
+    parser.add_argument(
+        "--sampling-temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="divide the logits by T > 0 before sampling (default 1)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=0,
+        metavar="S",
+        help="seed of the sampling (default 0): the same seed, inputs and --batch-size give the "
+        "same samples with one engine and backend (the engines' generators differ)",
+    )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="append ' ||| ' and the word alignments 'SOURCE-TARGET ...' (word indices from 0; "
+        "each target word piece linked to the source piece with the highest cross-attention "
+        "of the last decoder layer, averaged over its heads) to each translation line",
+    )
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_translate)
@@ -85,12 +131,33 @@ def run_translate(args):
         message = " ".join(str(error).split())
         print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {message}")
         return 2
-    if args.beam_size is not None or args.n_best is not None:
-        try:
-            check_options(translator, args.beam_size, args.n_best)
-        except ValueError as error:
-            print_error(cli_spelling(str(error), TRANSLATE_OPTIONS))
-            return 2
+    sampling = {
+        "sampling_topk": args.sampling_topk,
+        "sampling_topp": args.sampling_topp,
+        "sampling_temperature": args.sampling_temperature,
+    }
+    options = {key: value for key, value in sampling.items() if value is not None}
+    if options:
+        options["seed"] = args.seed
+        if args.beam_size is None:
+            args.beam_size = 1
+    if args.alignments:
+        options["alignments"] = True
+    prefixes = None
+    if args.target_prefix is not None:
+        with open(args.target_prefix, "rb") as file:  # A missing file: OSError, exit 2.
+            prefixes = [line.rstrip(b"\r\n") for line in file]
+    try:
+        check_options(
+            translator,
+            args.beam_size,
+            args.n_best,
+            target_prefix=prefixes is not None,
+            **options,
+        )
+    except ValueError as error:
+        print_error(cli_spelling(" ".join(str(error).split()), TRANSLATE_OPTIONS))
+        return 2
     length = translator.max_source_length
     limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
     if args.sentences and args.sentences != ["-"]:
@@ -103,19 +170,30 @@ def run_translate(args):
     offset = 0
     output = sys.stdout.buffer
     for batch in batches:
+        if prefixes is not None:
+            if len(prefixes) < offset + len(batch):
+                print_error(
+                    f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, fewer "
+                    "than the sentences"
+                )
+                return 2
+            options["target_prefix"] = prefixes[offset : offset + len(batch)]
         try:
             results = translator.translate(
-                list(batch), beam_size=args.beam_size, num_hypotheses=args.n_best or 1
+                list(batch), beam_size=args.beam_size, num_hypotheses=args.n_best or 1, **options
             )
-            hypotheses = [[(option.text, option.score) for option in options] for options in results]
-            truncated = [options[0].truncated for options in results]
+            hypotheses = [
+                [(option.text, option.score, option.word_alignments) for option in found]
+                for found in results
+            ]
+            truncated = [found[0].truncated for found in results]
         except Exception as error:
             print_error(
                 f"input lines {offset + 1}-{offset + len(batch)} failed: "
                 f"{type(error).__name__}: {error}"
             )
             # A failed sentence prints an empty line (no line at all with --n-best).
-            hypotheses = [[] if args.n_best else [("", 0.0)] for _ in batch]
+            hypotheses = [[] if args.n_best else [("", 0.0, [])] for _ in batch]
             truncated = [False] * len(batch)
             status = 1
         for index, flag in enumerate(truncated):
@@ -128,9 +206,13 @@ def run_translate(args):
                     f"{where} is longer than the model's maximum source "
                     f"length{limit}; only its beginning was translated"
                 )
-        for index, options in enumerate(hypotheses):
-            for text, score in options:
+        for index, found in enumerate(hypotheses):
+            for text, score, links in found:
                 line = " ".join(text.split("\n"))
+                if args.alignments:
+                    line += " ||| " + " ".join(
+                        f"{source}-{target}" for source, target in links or []
+                    )
                 if args.n_best:
                     line = f"{offset + index} ||| {line} ||| {float(score):.6f}"
                 elif args.scores:
@@ -138,7 +220,23 @@ def run_translate(args):
                 output.write(line.encode("utf-8", errors="replace") + b"\n")
         output.flush()
         offset += len(batch)
+    if prefixes is not None and len(prefixes) > offset:
+        print_error(
+            f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, more than the "
+            f"{offset} sentences"
+        )
+        return 2
     return status
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
+    return value
 
 
 def _stdin_batches(batch_size):

@@ -39,6 +39,8 @@ QUANTIZATIONS = (
     "bfloat16",
     "float32",
 )
+
+
 def export_ctranslate2(
     translator,
     directory,
@@ -134,8 +136,14 @@ def transformer_spec(translator):
         )
     common = dict(pre_norm=model.norm_first, activation=activations[model.activation])
     encoder = transformer_spec.TransformerEncoderSpec(model.num_layers, model.num_heads, **common)
+    # `return_attention` gives the last layer's cross-attention averaged over all its heads,
+    # as `keras_transformer.translation.align` reads ours (CTranslate2's default: head 0 only).
     decoder = transformer_spec.TransformerDecoderSpec(
-        model.num_decoder_layers, model.num_heads, **common
+        model.num_decoder_layers,
+        model.num_heads,
+        alignment_layer=-1,
+        alignment_heads=model.num_heads,
+        **common,
     )
     spec = transformer_spec.TransformerSpec(encoder, decoder)
 

@@ -34,9 +34,11 @@ METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
 WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
 SIGNATURE_NAME = "serving_default"
 N_BEST_SIGNATURE_NAME = "translate_n_best"
+PREFIX_SIGNATURE_NAME = "translate_with_prefix"
 INPUT_NAME = "inputs"
 # The most sentences one request to an exported SavedModel may hold (`max_request_size`).
 MAX_REQUEST_SIZE = 1024
+PREFIX_INPUT_NAME = "target_prefix"
 
 
 def export_saved_model(
@@ -67,6 +69,12 @@ def export_saved_model(
     column equals `serving_default`'s outputs. An empty input gives `""` and `0.0` in every
     column; a hypothesis is the beam search's, so two columns can hold the same string when
     their token ids differ only past the end token or in pieces that detokenize alike.
+
+    The `translate_with_prefix` signature takes `inputs` and `target_prefix` (`tf.string`
+    `[batch]`, one prefix per input, `""` for none) and returns what `serving_default` does,
+    each translation starting with its prefix's word pieces and continuing from them (the
+    same compiled search, forced; as `Translator.translate(target_prefix=...)`). A prefix
+    longer than the largest bucket is an error (`InvalidArgumentError`).
 
     The `Translator` rules hold: an input of more than `max_source_length - 2` word pieces
     keeps its first `max_source_length - 2`; an input without any token translates to `""`;
@@ -189,6 +197,16 @@ def export_saved_model(
             max_request_size=max_request_size,
         )
         archive.add_endpoint(name=name, fn=serve, input_signature=input_signature)
+    serve = make_serving_function(
+        translator,
+        beam_size,
+        float(alpha),
+        generator=generator,
+        with_prefix=True,
+        max_request_size=max_request_size,
+    )
+    prefix_signature = [*input_signature, tf.TensorSpec([None], tf.string, name=PREFIX_INPUT_NAME)]
+    archive.add_endpoint(name=PREFIX_SIGNATURE_NAME, fn=serve, input_signature=prefix_signature)
     metadata = {
         "max_source_length": translator.max_source_length,
         "extra_length": translator.extra_length,
@@ -218,6 +236,7 @@ def make_serving_function(
     num_hypotheses=None,
     generator=None,
     max_request_size=None,
+    with_prefix=False,
 ):
     """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
 
@@ -237,9 +256,11 @@ def make_serving_function(
             (`translator.make_generator(jit_compile)`).
         max_request_size: int. A request of more sentences fails with an
             `InvalidArgumentError` naming the limit. Defaults to `None`: no limit.
+        with_prefix: bool. The function takes a second string tensor `(batch,)`, the target
+            prefixes (`translate_with_prefix`). Defaults to `False`.
 
     Returns:
-        A Python function of one string tensor of shape `(batch,)`.
+        A Python function of one string tensor of shape `(batch,)` (two `with_prefix`).
     """
     import tensorflow as tf
 
@@ -248,25 +269,46 @@ def make_serving_function(
         generator = translator.make_generator(jit_compile)
     columns = 1 if num_hypotheses is None else num_hypotheses
 
-    def translate_rows(source):
-        """Translates the non-empty `source` rows (ragged int32, >= 1 row)."""
+    def translate_rows(source, prefix=None):
+        """Translates the non-empty `source` rows (ragged int32, >= 1 row), each continuing
+        its `prefix` row (ragged int32 target pieces) when given."""
         num_rows = source.nrows(out_type=tf.int32)
         bucket_index = preprocessor.bucket_index(source.bounding_shape(1))
         # Each source's own bucket + extra_length; the rows padding the batch stop at once.
         own_buckets = tf.gather(
             preprocessor.bucket_boundaries, preprocessor.bucket_index(source.row_lengths())
         )
+        limits = own_buckets + translator.extra_length
+        if prefix is not None:
+            # One bucket for both: the source and the prefix are padded to the larger.
+            width = prefix.bounding_shape(1, out_type=tf.int32)
+            longest = max(preprocessor.bucket_boundaries)
+            check = tf.debugging.assert_less_equal(
+                width, longest, message=f"a target prefix has more than {longest} word pieces"
+            )
+            with tf.control_dependencies([check]):
+                bucket_index = tf.maximum(bucket_index, preprocessor.bucket_index(width))
+            limits += tf.cast(prefix.row_lengths(), tf.int32)
 
         def branch(bucket):
             def run():
                 encoder_inputs = preprocessor.pad_batch(source, bucket)
-                function = generator.function(bucket + translator.extra_length, beam_size, alpha)
                 padding_rows = tf.shape(encoder_inputs)[0] - num_rows
-                max_lengths = tf.concat(
-                    [own_buckets + translator.extra_length, tf.ones([padding_rows], tf.int32)], 0
-                )
+                max_lengths = tf.concat([limits, tf.ones([padding_rows], tf.int32)], 0)
+                extras = []
+                if prefix is None:
+                    function = generator.function(
+                        bucket + translator.extra_length, beam_size, alpha
+                    )
+                else:
+                    function = generator.function(
+                        2 * bucket + translator.extra_length, beam_size, alpha, prefix=True
+                    )
+                    rows = tf.minimum(tf.range(tf.shape(encoder_inputs)[0]), num_rows - 1)
+                    padded = tf.gather(prefix, rows).to_tensor(-1, shape=[None, bucket])
+                    extras.append(tf.cast(padded, tf.int32))
                 # (rows, beam_size, ...), best first
-                sequences, scores = function(encoder_inputs, max_lengths)
+                sequences, scores = function(encoder_inputs, max_lengths, *extras)
                 sequences, scores = sequences[:, :columns], scores[:, :columns]
                 rows, length = tf.shape(sequences)[0], tf.shape(sequences)[2]
                 texts = preprocessor.generate_postprocess(tf.reshape(sequences, [-1, length]))
@@ -278,7 +320,7 @@ def make_serving_function(
         texts, scores = tf.switch_case(bucket_index, branches)
         return texts[:num_rows], scores[:num_rows]
 
-    def serve(inputs):
+    def serve(inputs, target_prefix=None):
         # The signature's shape is not enforced at call time: check it with a runtime op.
         inputs = tf.ensure_shape(tf.convert_to_tensor(inputs, tf.string), [None])  # (batch,)
         if max_request_size is not None:
@@ -295,9 +337,18 @@ def make_serving_function(
         nonempty = tf.logical_not(features["empty"])
         rows = tf.cast(tf.where(nonempty)[:, 0], tf.int32)  # (num_nonempty,)
         count = tf.size(rows)
+        prefix = None
+        if target_prefix is not None:
+            target_prefix = tf.ensure_shape(tf.convert_to_tensor(target_prefix, tf.string), [None])
+            check = tf.debugging.assert_equal(
+                tf.size(target_prefix), tf.size(inputs), message="one target prefix per input"
+            )
+            with tf.control_dependencies([check]):
+                pieces = preprocessor.targets.tokenize(target_prefix)
+            prefix = tf.gather(tf.cast(pieces, tf.int32), rows)
         texts, scores = tf.cond(
             count > 0,
-            lambda: translate_rows(tf.gather(features["encoder_inputs"], rows)),
+            lambda: translate_rows(tf.gather(features["encoder_inputs"], rows), prefix),
             lambda: (tf.zeros([0, columns], tf.string), tf.zeros([0, columns], tf.float32)),
         )
         # Row i of the batch is row `position[i]` of the non-empty rows.
@@ -312,7 +363,13 @@ def make_serving_function(
             texts, scores = texts[:, 0], scores[:, 0]  # (batch,)
         return {"translations": texts, "scores": scores, "truncated": features["truncated"]}
 
-    return serve
+    if with_prefix:
+        return serve
+
+    def serve_sentences(inputs):
+        return serve(inputs)
+
+    return serve_sentences
 
 
 def make_warmup_requests(preprocessor, max_batch_size):

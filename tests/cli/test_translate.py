@@ -221,3 +221,49 @@ def test_the_engine_choices_are_the_engines():
     from keras_transformer.cli.translate import ENGINES
 
     assert ENGINES == engines.ENGINES
+
+
+def test_translate_prefix_sampling_and_alignment_options(small_keras_translator, capsysbinary, tmp_path):
+    translator, path = small_keras_translator
+    sentences = ["cuarenta y dos", "tres"]
+    prefixes = tmp_path / "prefixes.txt"
+    prefixes.write_text("forty\n\n", encoding="utf-8")
+    status, lines, errors = run_main(
+        capsysbinary,
+        ["translate", "--model", str(path), "--target-prefix", str(prefixes), "--alignments", *sentences],
+    )
+    assert status == 0 and errors == ""
+    expected = translator.translate(sentences, target_prefix=["forty", ""], alignments=True)
+    for line, translation in zip(lines, expected, strict=True):
+        links = " ".join(f"{s}-{t}" for s, t in translation.word_alignments)
+        assert line == f"{translation.text} ||| {links}"
+    sample = ["translate", "--model", str(path), "--sampling-topk", "5", "--seed", "3", *sentences]
+    first = run_main(capsysbinary, sample)  # reproducibility: tests/export/test_ctranslate2.py
+    assert first[0] == 0 and first[1] == [t.text for t in translator.translate(sentences, beam_size=1, sampling_topk=5, seed=3)]
+    prefixes.write_text("forty\n", encoding="utf-8")  # one line for two sentences
+    status, _, errors = run_main(
+        capsysbinary, ["translate", "--model", str(path), "--target-prefix", str(prefixes), *sentences]
+    )
+    assert status == 2 and "fewer than the sentences" in errors
+    status, _, errors = run_main(
+        capsysbinary, ["translate", "--model", str(path), "--beam-size", "2", "--sampling-topp", "0.9", "dos"]
+    )
+    assert status == 2 and "beam_size=1" in errors
+
+
+def test_score_command_prints_the_translators_scores(small_keras_translator, capsysbinary, tmp_path):
+    translator, path = small_keras_translator
+    sources, targets = tmp_path / "sources.txt", tmp_path / "targets.txt"
+    sources.write_text("cuarenta y dos\ntres\n", encoding="utf-8")
+    targets.write_text("forty-two\nthree\n", encoding="utf-8")
+    command = ["score", "--model", str(path), "--sources", str(sources), "--translations", str(targets)]
+    status, lines, errors = run_main(capsysbinary, [*command, "--token-scores"])
+    assert status == 0 and errors == ""
+    expected = translator.score(["cuarenta y dos", "tres"], ["forty-two", "three"])
+    for line, scoring in zip(lines, expected, strict=True):
+        score, tokens = line.split("\t")
+        assert float(score) == pytest.approx(scoring.score, abs=1e-5)
+        assert [pair.rsplit(":", 1)[0] for pair in tokens.split(" ")] == scoring.target_tokens
+    targets.write_text("forty-two\n", encoding="utf-8")
+    status, _, errors = run_main(capsysbinary, command)
+    assert status == 2 and "must pair up" in errors
