@@ -424,7 +424,26 @@ def _build_model(sizes, weights, order, source):
     model.target_embedding.logits_bias.assign(logits_bias)
     _check_positions(names, used, sizes, source)
 
-    ff_dim = sizes["ff_dim"]
+    widths = {"d": d_model, "h": d_model, "ff": sizes["ff_dim"]}
+    for kind, name, layer, (inputs, outputs) in _block_layers(model):
+        if kind == "dense":
+            _assign_dense(layer, take, name, widths[inputs], widths[outputs])
+        else:
+            _assign_norm(layer, take, name, d_model)
+    unused = sorted(set(names) - used)
+    if unused:
+        raise ValueError(
+            f"The weights hold tensors with no place in a Marian model of config.json's sizes: "
+            f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}. Received: source={source!r}"
+        )
+    return model
+
+
+def _block_layers(model):
+    """The layers of `model`'s blocks under their Marian names (without `model.`), in order:
+    `(kind, name, layer, (inputs, outputs))`, `kind` `"dense"` or `"norm"`; the widths are
+    `"d"` (d_model, the residual stream), `"h"` (d_model, the attention heads) or `"ff"`
+    (ff_dim)."""
     for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
         for i, block in enumerate(blocks):
             prefix = f"{stack}.layers.{i}."
@@ -440,19 +459,13 @@ def _build_model(sizes, weights, order, source):
                     ("v_proj", attention.value_dense),
                     ("out_proj", attention.output_dense),
                 ):
-                    _assign_dense(dense, take, f"{prefix}{name}.{projection}", d_model, d_model)
-                _assign_norm(norm, take, f"{prefix}{name}_layer_norm", d_model)
+                    widths = ("h", "d") if projection == "out_proj" else ("d", "h")
+                    yield "dense", f"{prefix}{name}.{projection}", dense, widths
+                yield "norm", f"{prefix}{name}_layer_norm", norm, ("d", "d")
             feed_forward = block.feed_forward
-            _assign_dense(feed_forward.inner_dense, take, f"{prefix}fc1", d_model, ff_dim)
-            _assign_dense(feed_forward.output_dense, take, f"{prefix}fc2", ff_dim, d_model)
-            _assign_norm(block.feed_forward_norm, take, f"{prefix}final_layer_norm", d_model)
-    unused = sorted(set(names) - used)
-    if unused:
-        raise ValueError(
-            f"The weights hold tensors with no place in a Marian model of config.json's sizes: "
-            f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}. Received: source={source!r}"
-        )
-    return model
+            yield "dense", f"{prefix}fc1", feed_forward.inner_dense, ("d", "ff")
+            yield "dense", f"{prefix}fc2", feed_forward.output_dense, ("ff", "d")
+            yield "norm", f"{prefix}final_layer_norm", block.feed_forward_norm, ("d", "d")
 
 
 def _strip_prefix(weights):
@@ -565,29 +578,13 @@ def export_marian(translator, output, overwrite=False):
     else:
         bias = np.zeros(embedding.shape[0], "float32")
     tensors["final_logits_bias"] = bias[None]
-    for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
-        for i, block in enumerate(blocks):
-            prefix = f"model.{stack}.layers.{i}."
-            attentions = [("self_attn", block.self_attention, block.self_attention_norm)]
-            if stack == "decoder":
-                attentions.append(
-                    ("encoder_attn", block.cross_attention, block.cross_attention_norm)
-                )
-            for name, attention, norm in attentions:
-                for projection, dense in (
-                    ("q_proj", attention.query_dense),
-                    ("k_proj", attention.key_dense),
-                    ("v_proj", attention.value_dense),
-                ):
-                    _write_dense(tensors, f"{prefix}{name}.{projection}", dense, dims, None)
-                _write_dense(
-                    tensors, f"{prefix}{name}.out_proj", attention.output_dense, None, dims
-                )
-                _write_norm(tensors, f"{prefix}{name}_layer_norm", norm, dims)
-            feed_forward = block.feed_forward
-            _write_dense(tensors, f"{prefix}fc1", feed_forward.inner_dense, dims, None)
-            _write_dense(tensors, f"{prefix}fc2", feed_forward.output_dense, None, dims)
-            _write_norm(tensors, f"{prefix}final_layer_norm", block.feed_forward_norm, dims)
+    for kind, name, layer, (inputs, outputs) in _block_layers(model):
+        if kind == "dense":  # The residual stream's dimensions are permuted, not the heads'.
+            input_dims = dims if inputs == "d" else None
+            output_dims = dims if outputs == "d" else None
+            _write_dense(tensors, f"model.{name}", layer, input_dims, output_dims)
+        else:
+            _write_norm(tensors, f"model.{name}", layer, dims)
     vocabulary = list(tokenizers[0].get_vocabulary())[1:]
     vocabulary[:3] = ["<unk>", "<pad>", "</s>"]
     config = {
