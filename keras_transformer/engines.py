@@ -479,8 +479,10 @@ class CTranslate2Translator:
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses, best first. Defaults to `None`: the best only.
             target_prefix: as in `Translator.translate` (CTranslate2's `target_prefix`).
-            sampling_topk, sampling_topp, sampling_temperature: as in
-                `Translator.translate` (CTranslate2's options of the same names).
+            sampling_topk: int. As in `Translator.translate` (CTranslate2's option of the
+                same name).
+            sampling_topp: float. As in `Translator.translate` (likewise).
+            sampling_temperature: float. As in `Translator.translate` (likewise).
             seed: int. Sampling runs on a CTranslate2 translator loaded for this call, with
                 one worker thread whose generator `ctranslate2.set_random_seed(seed)` seeds
                 (CTranslate2 seeds each thread's generator once, when it first draws): the
