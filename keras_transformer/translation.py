@@ -92,7 +92,7 @@ def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0
     if sampling is not None:
         if beam_size != 1:
             raise ValueError(
-                "Sampling (sampling_topk, sampling_topp, sampling_temperature) draws one "
+                "Sampling (`sampling_topk`, `sampling_topp`, `sampling_temperature`) draws one "
                 f"token at a time: it needs beam_size=1. Received: beam_size={beam_size}"
             )
         check_int("seed", seed, minimum=0)

@@ -17,7 +17,16 @@ from keras_transformer.cli.common import (
 # The engines of `keras_transformer.engines.ENGINES` (that module loads a framework).
 ENGINES = ("keras", "saved_model", "ctranslate2")
 # The Python names of the options, as errors of the engines spell them.
-TRANSLATE_OPTIONS = {"num_hypotheses": "--n-best", "n_best": "--n-best", "beam_size": "--beam-size"}
+TRANSLATE_OPTIONS = {
+    "num_hypotheses": "--n-best",
+    "n_best": "--n-best",
+    "beam_size": "--beam-size",
+    "sampling_topk": "--sampling-topk",
+    "sampling_topp": "--sampling-topp",
+    "sampling_temperature": "--sampling-temperature",
+    "seed": "--seed",
+    "target_prefix": "--target-prefix",
+}
 
 
 def add_translate_parser(subparsers):
