@@ -177,13 +177,13 @@ def test_cli_exports_and_translates(trained, engine, tmp_path, capsysbinary):
     assert lines == quantized(sources) + [""]
     # An existing version is refused, as for a SavedModel, unless --overwrite.
     before = (base / "2" / "model.bin").read_bytes()
-    assert cli.main(argv) == 1
+    assert cli.main(argv) == 2  # a user error: one line, exit 2
     assert b"Version 2 already exists" in capsysbinary.readouterr().err
     assert (base / "2" / "model.bin").read_bytes() == before
     assert cli.main(argv + ["--overwrite"]) == 0
     assert CTranslate2Translator(base / "2").beam_size == trained[0].beam_size
     output = str(base / "2")
-    assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8"]) == 1
+    assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8"]) == 2
     assert b"--format ctranslate2" in capsysbinary.readouterr().err
 
 
