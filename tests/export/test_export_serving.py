@@ -91,10 +91,10 @@ def test_version_layout_and_refusing_an_existing_version(
             export_saved_model(translator, base, version=version)
     # The command refuses it too (before loading anything)...
     keras_path = str(base.parent.parent / "small.keras")
-    assert main(["export", keras_path, str(base), "--version", "1"]) == 1
+    assert main(["export", keras_path, str(base), "--version", "1"]) == 2  # one line, exit 2
     assert sorted(os.listdir(base)) == ["1"]
     assert main(["export", keras_path, str(tmp_path), "--format", "ctranslate2",
-                 "--num-hypotheses", "2"]) == 1  # fmt: skip
+                 "--num-hypotheses", "2"]) == 2  # fmt: skip
     # `translate` given the base path serves its highest version, as a model server does.
     capsysbinary.readouterr()
     assert main(["translate", "--model", str(base), *SENTENCES[:2]]) == 0
