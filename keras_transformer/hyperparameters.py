@@ -10,6 +10,10 @@ import inspect
 from keras_transformer._checks import is_int, is_number
 
 # Paper Table 3 (base and big); "tiny" is ours, for tests, demos and notebooks.
+# How `PositionalEmbedding` lays out its sinusoids: the paper's sin/cos pairs, or all sines
+# then all cosines (Hugging Face's Marian).
+SINUSOID_LAYOUTS = ("interleaved", "halves")
+
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
     "base": dict(num_layers=6, d_model=512, num_heads=8, ff_dim=2048, dropout=0.1),
@@ -61,6 +65,8 @@ def validate_transformer_args(
     norm_first=None,
     share_embeddings=None,
     layer_norm_epsilon=None,
+    sinusoid_layout=None,
+    output_bias=None,
     prefix="",
 ):
     """Argument checks of `Transformer` (its blocks' included); `None` is not checked.
@@ -69,7 +75,7 @@ def validate_transformer_args(
     which needs the framework; here it must be a non-empty string or a callable.
 
     Args:
-        vocabulary_size, ..., layer_norm_epsilon: the `Transformer` arguments of that name.
+        vocabulary_size, ..., output_bias: the `Transformer` arguments of that name.
         prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
             to `""`.
 
@@ -105,9 +111,15 @@ def validate_transformer_args(
         callable(activation) or (isinstance(activation, str) and activation)
     ):
         _fail(prefix + "activation", activation, "an activation name or a callable")
-    for name, value in (("norm_first", norm_first), ("share_embeddings", share_embeddings)):
+    for name, value in (
+        ("norm_first", norm_first),
+        ("share_embeddings", share_embeddings),
+        ("output_bias", output_bias),
+    ):
         if value is not None and not isinstance(value, bool):
             _fail(prefix + name, value, "true or false")
+    if sinusoid_layout is not None and sinusoid_layout not in SINUSOID_LAYOUTS:
+        _fail(prefix + "sinusoid_layout", sinusoid_layout, f"one of {SINUSOID_LAYOUTS}")
     if (
         share_embeddings
         and vocabulary_size is not None

@@ -156,17 +156,18 @@ def run_translate(args):
     if args.target_prefix is not None:
         with open(args.target_prefix, "rb") as file:  # A missing file: OSError, exit 2.
             prefixes = [line.rstrip(b"\r\n") for line in file]
-    try:
-        check_options(
-            translator,
-            args.beam_size,
-            args.n_best,
-            target_prefix=prefixes is not None,
-            **options,
-        )
-    except ValueError as error:
-        print_error(cli_spelling(" ".join(str(error).split()), TRANSLATE_OPTIONS))
-        return 2
+    if options or prefixes is not None or args.beam_size is not None or args.n_best is not None:
+        try:
+            check_options(
+                translator,
+                args.beam_size,
+                args.n_best,
+                target_prefix=prefixes is not None,
+                **options,
+            )
+        except ValueError as error:
+            print_error(cli_spelling(" ".join(str(error).split()), TRANSLATE_OPTIONS))
+            return 2
     length = translator.max_source_length
     limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
     if args.sentences and args.sentences != ["-"]:

@@ -6,10 +6,9 @@ import keras
 from keras import ops
 
 from keras_transformer import _backend
+from keras_transformer.hyperparameters import SINUSOID_LAYOUTS
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.sublayer_calls import call_sublayer
-
-SINUSOID_LAYOUTS = ("interleaved", "halves")
 
 
 def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32", layout="interleaved"):

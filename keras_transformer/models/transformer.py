@@ -120,6 +120,8 @@ class Transformer(keras.Model):
             norm_first=norm_first,
             share_embeddings=share_embeddings,
             layer_norm_epsilon=layer_norm_epsilon,
+            sinusoid_layout=sinusoid_layout,
+            output_bias=output_bias,
         )
         _check_weight_memory(kwargs.get("dtype"), norm_first, share_embeddings, **sizes)
         dtype = kwargs.pop("dtype", None)

@@ -139,7 +139,7 @@ def test_translate_n_best_above_the_beam_size_is_a_clear_error(
     argv = ["translate", "--model", str(path), "--n-best", "3", "uno"]
     status, lines, errors = run_main(capsysbinary, argv)
     assert status == 2 and lines == []
-    assert "error: `num_hypotheses` must be an int from 1 to the beam size (2)" in errors
+    assert "error: --n-best must be an int from 1 to the beam size (2)" in errors
 
 
 @tensorflow_only
@@ -163,9 +163,9 @@ def test_translate_n_best_with_a_saved_model_is_the_translators(
     assert parsed[1] == [("", 0.0)]
     # What the SavedModel does not offer is refused, naming the argument and its value.
     for options, message in (
-        (["--n-best", "5"], r"must be at most 4 .* Received: n_best=5"),
-        (["--beam-size", "2"], r"exported with \(4\).* Received: beam_size=2"),
-        (["--n-best", "2", "--beam-size", "1"], r"Received: beam_size=1"),
+        (["--n-best", "5"], r"must be at most 4 .* Received: --n-best 5"),
+        (["--beam-size", "2"], r"exported with \(4\).* Received: --beam-size 2"),
+        (["--n-best", "2", "--beam-size", "1"], r"Received: --beam-size 1"),
     ):
         status, lines, errors = run_main(capsysbinary, [*model, *options, "uno"])
         assert status == 2 and lines == [] and re.search(message, errors), errors
