@@ -30,6 +30,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _jax_compilation_cache(tmp_path_factory):
+    """On JAX, one persistent XLA compilation cache for the whole test run (its workers and
+    the subprocesses they start share it): the tests build many tiny models of the same
+    shapes, and each new `jax.jit` of the same program would compile it again. A cached
+    program is the program XLA compiled: results are unchanged, only compile time is saved.
+    The cache lives in the run's temporary directory, so every run starts empty."""
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # This run's, shared by its workers.
+    directory = str(root / "jax_compilation_cache")
+    settings = {
+        "jax_compilation_cache_dir": directory,
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
+    previous = {name: getattr(jax.config, name) for name in settings}
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    # Subprocesses started by the tests (fresh-process reloads, multi-process runs).
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = directory
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    yield
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
 @pytest.fixture(autouse=True)
 def _reset_keras_state():
     """Every test starts with float32 policy, a fixed seed and a clean session."""

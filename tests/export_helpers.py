@@ -49,7 +49,7 @@ def train_number_translator():
     )
     model = Transformer.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size(), dropout=0.0)
     model.compile(
-        optimizer=transformer_adam(64, warmup_steps=100), loss=LabelSmoothedCrossentropy(0.1)
+        optimizer=transformer_adam(64, warmup_steps=400), loss=LabelSmoothedCrossentropy(0.1)
     )
     model.fit(data.dataset, epochs=4, verbose=0)
     # In-process translations (the expected outputs) run eagerly: a few sentences cost less

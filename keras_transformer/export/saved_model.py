@@ -186,27 +186,25 @@ def export_saved_model(
     # One generator: both signatures call the same compiled search functions, so the warm-up
     # requests (to `serving_default`) also compile what `translate_n_best` runs.
     generator = translator.make_generator(jit_compile)
+    prefix_signature = [*input_signature, tf.TensorSpec([None], tf.string, name=PREFIX_INPUT_NAME)]
     # `serving_default` first: the archive also makes its first endpoint the default.
-    for name, hypotheses in ((SIGNATURE_NAME, None), (N_BEST_SIGNATURE_NAME, num_hypotheses)):
+    endpoints = (
+        (SIGNATURE_NAME, {}, input_signature),
+        (N_BEST_SIGNATURE_NAME, {"num_hypotheses": num_hypotheses}, input_signature),
+        (PREFIX_SIGNATURE_NAME, {"with_prefix": True}, prefix_signature),
+    )
+    searches = {}  # The signatures' searches, each traced once (see `make_serving_function`).
+    for name, options, signature in endpoints:
         serve = make_serving_function(
             translator,
             beam_size,
             float(alpha),
-            num_hypotheses=hypotheses,
             generator=generator,
             max_request_size=max_request_size,
+            searches=searches,
+            **options,
         )
-        archive.add_endpoint(name=name, fn=serve, input_signature=input_signature)
-    serve = make_serving_function(
-        translator,
-        beam_size,
-        float(alpha),
-        generator=generator,
-        with_prefix=True,
-        max_request_size=max_request_size,
-    )
-    prefix_signature = [*input_signature, tf.TensorSpec([None], tf.string, name=PREFIX_INPUT_NAME)]
-    archive.add_endpoint(name=PREFIX_SIGNATURE_NAME, fn=serve, input_signature=prefix_signature)
+        archive.add_endpoint(name=name, fn=serve, input_signature=signature)
     metadata = {
         "max_source_length": translator.max_source_length,
         "extra_length": translator.extra_length,
@@ -237,6 +235,7 @@ def make_serving_function(
     generator=None,
     max_request_size=None,
     with_prefix=False,
+    searches=None,
 ):
     """The `tf.string [batch] -> {"translations", "scores", "truncated"}` function exported.
 
@@ -258,6 +257,10 @@ def make_serving_function(
             `InvalidArgumentError` naming the limit. Defaults to `None`: no limit.
         with_prefix: bool. The function takes a second string tensor `(batch,)`, the target
             prefixes (`translate_with_prefix`). Defaults to `False`.
+        searches: dict. Where traces of the returned function keep the concrete search
+            functions they call, keyed by function and input shapes; functions given the same
+            dict (and `generator`) trace each search once between them. Defaults to `None`:
+            a new dict.
 
     Returns:
         A Python function of one string tensor of shape `(batch,)` (two `with_prefix`).
@@ -267,7 +270,21 @@ def make_serving_function(
     preprocessor = translator.preprocessor
     if generator is None:
         generator = translator.make_generator(jit_compile)
+    searches = {} if searches is None else searches
     columns = 1 if num_hypotheses is None else num_hypotheses
+
+    def search(function, *arguments):
+        """Runs the compiled search `function`. Inside a trace, through the concrete function
+        of its first trace with these shapes: a `tf.function` retraces whenever its cache key
+        changes (and `tf.saved_model.save` traces every exported function again under its
+        save context), while a concrete function is traced once, so each search is traced
+        once per export whatever retraces `serve`."""
+        if tf.executing_eagerly():
+            return function(*arguments)
+        key = (id(function), *(tuple(argument.shape.as_list()) for argument in arguments))
+        if key not in searches:
+            searches[key] = function.get_concrete_function(*arguments)
+        return searches[key](*arguments)
 
     def translate_rows(source, prefix=None):
         """Translates the non-empty `source` rows (ragged int32, >= 1 row), each continuing
@@ -308,7 +325,7 @@ def make_serving_function(
                     padded = tf.gather(prefix, rows).to_tensor(-1, shape=[None, bucket])
                     extras.append(tf.cast(padded, tf.int32))
                 # (rows, beam_size, ...), best first
-                sequences, scores = function(encoder_inputs, max_lengths, *extras)
+                sequences, scores = search(function, encoder_inputs, max_lengths, *extras)
                 sequences, scores = sequences[:, :columns], scores[:, :columns]
                 rows, length = tf.shape(sequences)[0], tf.shape(sequences)[2]
                 texts = preprocessor.generate_postprocess(tf.reshape(sequences, [-1, length]))

@@ -67,10 +67,27 @@ def versioned(tmp_path_factory):
     directory = tmp_path_factory.mktemp("versioned")
     translator = two_bucket_translator(directory)
     base = directory / "models" / "numbers"
+    make_generator = translator.make_generator
+    translator.make_generator = lambda *args: GENERATORS.append(make_generator(*args)) or GENERATORS[-1]
     # Not compiled: replaying checks the requests, not XLA (benchmarks/serving_warmup.py times it).
     path = export_saved_model(translator, base, version=1, warmup_batch_size=2, jit_compile=False)
+    del translator.make_generator
     assert path == os.path.join(str(base), "1")
     return translator, base
+
+
+GENERATORS = []  # The generator that `versioned`'s export made.
+
+
+@pytest.mark.slow
+def test_an_export_traces_each_search_once(versioned):
+    # Three signatures share two searches per bucket (beam; beam continuing a prefix). Each is
+    # traced once, although the archive traces every signature once to list its variables
+    # and `tf.saved_model.save` once more under its save context.
+    translator, _ = versioned
+    [generator] = GENERATORS
+    assert len(translator.bucket_boundaries) == 2
+    assert generator.trace_count == 2 * 2
 
 
 @pytest.mark.slow
