@@ -22,12 +22,30 @@ def pytest_collection_modifyitems(config, items):
     Keras backend (or they start the other backends themselves), and every backend-specific
     part they touch has its own test on all three backends. CI time stays bounded. In a
     module marked `one_backend`, a test marked `all_backends` still runs on every backend."""
-    if keras.backend.backend() == "tensorflow":
-        return
-    skip = pytest.mark.skip(reason="one_backend: runs on KERAS_BACKEND=tensorflow only")
+    if keras.backend.backend() != "tensorflow":
+        skip = pytest.mark.skip(reason="one_backend: runs on KERAS_BACKEND=tensorflow only")
+        for item in items:
+            if "one_backend" in item.keywords and "all_backends" not in item.keywords:
+                item.add_marker(skip)
+    _heaviest_modules_first(items)
+
+
+def _heaviest_modules_first(items):
+    """Orders the test modules by their number of `slow` tests that will run, most first (a
+    stable sort: otherwise as collected). pytest-xdist's `--dist loadfile` hands whole
+    modules to its workers in this order: the long modules start first and the short ones
+    fill the end, so neither worker idles long while the other finishes a long module."""
+
+    def runs(item):
+        return "slow" in item.keywords and not any(
+            mark.name == "skip" or (mark.name == "skipif" and mark.args and mark.args[0] is True)
+            for mark in item.iter_markers()
+        )
+
+    weights = {}
     for item in items:
-        if "one_backend" in item.keywords and "all_backends" not in item.keywords:
-            item.add_marker(skip)
+        weights[item.module.__name__] = weights.get(item.module.__name__, 0) + runs(item)
+    items.sort(key=lambda item: -weights[item.module.__name__])
 
 
 @pytest.fixture(scope="session", autouse=True)
