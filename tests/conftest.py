@@ -42,10 +42,13 @@ def _heaviest_modules_first(items):
             for mark in item.iter_markers()
         )
 
+    def module(item):
+        return item.nodeid.split("::", 1)[0]
+
     weights = {}
     for item in items:
-        weights[item.module.__name__] = weights.get(item.module.__name__, 0) + runs(item)
-    items.sort(key=lambda item: -weights[item.module.__name__])
+        weights[module(item)] = weights.get(module(item), 0) + runs(item)
+    items.sort(key=lambda item: -weights[module(item)])
 
 
 @pytest.fixture(scope="session", autouse=True)
