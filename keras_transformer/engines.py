@@ -43,6 +43,7 @@ from keras_transformer.saving.preset import HUB_SCHEMES, hub_directory, is_prese
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import (
     Translation,
+    check_decoding_memory,
     check_search_options,
     run_scoring,
     run_translation,
@@ -195,6 +196,8 @@ def check_options(
         return
     beam_size = translator.beam_size if beam_size is None else beam_size
     check_search_options(beam_size, translator.alpha, num_hypotheses, sampling, seed)
+    if hasattr(translator, "check_decoding_memory"):  # CTranslate2: the memory bound too.
+        translator.check_decoding_memory(beam_size)
 
 
 class SavedModelTranslator:
@@ -449,6 +452,9 @@ class CTranslate2Translator:
         self._target_ids = {
             token: index for index, token in enumerate(self._target.get_vocabulary())
         }
+        # The decoder's size, for the memory bound of a search (exports of 0.3.0 and earlier
+        # lack it: the bound then counts the ids and logits only).
+        self._decoder_size = (settings.get("decoder_layers", 0), settings.get("d_model", 0))
 
     def __call__(self, sentences, beam_size=None, alpha=None):
         translations = self.translate(sentences, beam_size=beam_size, alpha=alpha)
@@ -500,6 +506,7 @@ class CTranslate2Translator:
         alpha = self.alpha if alpha is None else alpha
         sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
         check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
+        self.check_decoding_memory(beam_size)
         sampler = None if sampling is None else self._sampler(seed)
 
         def search(source_ids, bucket, max_lengths, prefixes, batch_number):
@@ -548,6 +555,19 @@ class CTranslate2Translator:
             return [list(result.log_probs) for result in results]
 
         return run_scoring(self.preprocessor, sources, translations, score_batch, self.batch_size)
+
+    def check_decoding_memory(self, beam_size=None):
+        """Raises a `ValueError` naming the settings unless a batch of the longest inputs
+        searched with `beam_size` (default: `self.beam_size`) fits in this machine's memory:
+        the bound of `keras_transformer.Translator` (`translation.check_decoding_memory`),
+        applied before CTranslate2 allocates anything."""
+        sizes = {
+            "beam_size": self.beam_size if beam_size is None else beam_size,
+            "max_source_length": self.max_source_length,
+            "extra_length": self.extra_length,
+            "batch_size": self.batch_size,
+        }
+        check_decoding_memory(sizes, *self._decoder_size, self._target.vocabulary_size())
 
     # === Helpers ===
     @property

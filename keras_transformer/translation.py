@@ -8,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from keras_transformer._checks import check_alpha, check_int, check_positive_int
+from keras_transformer._checks import (
+    check_alpha,
+    check_int,
+    check_positive_int,
+    physical_memory_bytes,
+)
 from keras_transformer.buckets import bucket_batches, bucket_length, padded_batch_size
 from keras_transformer.decoding import Sampling, check_sampling
 from keras_transformer.text.preprocessor import as_byte_strings
@@ -109,6 +114,46 @@ def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0
         )
 
 
+# The settings that size a decoding batch (`check_decoding_memory`).
+DECODING_SIZES = ("beam_size", "max_source_length", "extra_length", "batch_size")
+
+
+def check_decoding_memory(sizes, num_decoder_layers, d_model, target_vocabulary_size):
+    """Refuses batch, beam and length settings whose decoding state (a batch of the longest
+    inputs: cached keys and values, sequences and logits) cannot fit in this machine's memory.
+
+    Every engine checks a search's settings here before it runs (a `beam_size` of a billion
+    used to reach the search: an XLA overflow or a 173 GiB allocation).
+
+    Args:
+        sizes: dict with the int `DECODING_SIZES`: `beam_size`, `max_source_length`,
+            `extra_length`, `batch_size`.
+        num_decoder_layers: int. `0` where unknown (the bound then counts the ids and
+            logits only).
+        d_model: int. Likewise.
+        target_vocabulary_size: int.
+
+    Raises:
+        ValueError: a size is not a positive int, or the state needs more bytes than the
+            machine has (the message gives both and the settings).
+    """
+    for name in DECODING_SIZES:
+        check_positive_int(name, sizes[name])
+    rows = padded_batch_size(sizes["batch_size"]) * sizes["beam_size"]
+    length = sizes["max_source_length"] + sizes["extra_length"]
+    # Per row: self-attention and cross-attention keys and values of every decoder layer,
+    # the generated ids and one step's logits, all 4 bytes wide.
+    per_row = 4 * num_decoder_layers * d_model * length + length + target_vocabulary_size
+    needed = 4 * rows * per_row
+    available = physical_memory_bytes()
+    if needed > available:
+        received = ", ".join(f"{name}={sizes[name]}" for name in DECODING_SIZES)
+        raise ValueError(
+            f"Decoding a batch with these settings needs about {needed} bytes, more than this "
+            f"machine's {available} bytes of memory. Received: {received}"
+        )
+
+
 def run_translation(
     preprocessor,
     sentences,
@@ -167,15 +212,16 @@ def run_translation(
     strings = as_byte_strings([sentences] if single else sentences)
     if not strings:
         return []
-    if attention is None and target_prefix is None and not all(strings):
-        # An empty line has no token: `""` without the preprocessor (a TensorFlow call per
-        # request: 100,000 empty lines took minutes) or a search.
-        rest = [string for string in strings if string]
+    blank = [preprocessor.is_blank(string) for string in strings]
+    if attention is None and target_prefix is None and any(blank):
+        # An empty or whitespace line has no token: `""` without the preprocessor (a
+        # TensorFlow call per request: 100,000 empty lines took minutes) or a search.
+        rest = [string for string, no_token in zip(strings, blank, strict=True) if not no_token]
         options = (search, batch_size, extra_length, num_hypotheses, None, workers)
         found = iter(run_translation(preprocessor, rest, *options) if rest else [])
         results = []
-        for string in strings:
-            if string:
+        for no_token in blank:
+            if not no_token:
                 results.append(next(found))
                 continue
             empty = _empty_translation(preprocessor)

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from keras_transformer import _backend, _checks
-from keras_transformer.buckets import bucket_length, padded_batch_size
+from keras_transformer.buckets import bucket_length
 from keras_transformer.generation import Generator, cross_attention, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
@@ -24,7 +24,9 @@ from keras_transformer.saving.checks import deserialize_part
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.translation import (
+    DECODING_SIZES,
     Translation,
+    check_decoding_memory,
     check_search_options,
     run_scoring,
     run_translation,
@@ -483,32 +485,17 @@ def _expect_vocabulary_sizes(model, tokenizer, target_tokenizer):
 
 
 def _check_decoding_memory(model, config):
-    """Refuses batch, beam and length settings whose decoding state (a batch of the longest
-    inputs: cached keys and values, sequences and logits) cannot fit in this machine's memory.
+    """Refuses batch, beam and length settings whose decoding state cannot fit in this
+    machine's memory (`keras_transformer.translation.check_decoding_memory`).
 
     `config` holds the settings (the `Translator` defaults fill what it lacks): a loaded
     file's configuration, or a `translate` call's options (`Translator.check_search_options`).
     """
     defaults = inspect.signature(Translator).parameters
-    sizes = {}
-    for name in ("beam_size", "max_source_length", "extra_length", "batch_size"):
-        value = config.get(name, defaults[name].default)
-        _checks.check_positive_int(name, value)
-        sizes[name] = value
-    rows = padded_batch_size(sizes["batch_size"]) * sizes["beam_size"]
-    length = sizes["max_source_length"] + sizes["extra_length"]
-    # Per row: self-attention and cross-attention keys and values of every decoder layer,
-    # the generated ids and one step's logits, all 4 bytes wide.
-    per_row = 4 * model.num_decoder_layers * model.d_model * length + length
-    per_row += model.target_vocabulary_size
-    needed = 4 * rows * per_row
-    available = _checks.physical_memory_bytes()
-    if needed > available:
-        received = ", ".join(f"{name}={value}" for name, value in sizes.items())
-        raise ValueError(
-            f"Decoding a batch with these settings needs about {needed} bytes, more than this "
-            f"machine's {available} bytes of memory. Received: {received}"
-        )
+    sizes = {name: config.get(name, defaults[name].default) for name in DECODING_SIZES}
+    check_decoding_memory(
+        sizes, model.num_decoder_layers, model.d_model, model.target_vocabulary_size
+    )
 
 
 def load_keras_translator(path):

@@ -2,6 +2,7 @@
 failed writes, damaged weights (the table of docs/reliability.md)."""
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import os
@@ -277,6 +278,68 @@ def test_a_failed_write_raises_oserror_and_keeps_the_previous_files(translator, 
     assert snapshot(tmp_path) == before  # The old files intact, no temporary left.
     errors = capsys.readouterr().err
     assert status == 2 and errors.count("\n") == 1 and "File too large" in errors, errors
+
+
+@pytest.mark.slow
+def test_a_saved_model_export_that_fails_to_write_raises_oserror(translator, tmp_path):
+    # TensorFlow writes a SavedModel's files itself and reported a full disk or a file size
+    # limit as `OutOfRangeError` / `ResourceExhaustedError` (exit 1 on the command line).
+    from keras_transformer.export import export_saved_model
+
+    (tmp_path / "served").mkdir()
+    (tmp_path / "served" / "saved_model.pb").write_text("the version being served")
+    before = snapshot(tmp_path)
+    with file_size_limit(20_000):  # The model's weights and graph are larger.
+        with pytest.raises(OSError, match="File too large") as raised:
+            export_saved_model(translator, tmp_path / "served", jit_compile=False, overwrite=True)
+    assert raised.value.errno == errno.EFBIG
+    assert snapshot(tmp_path) == before
+
+
+@contextlib.contextmanager
+def small_filesystem(directory, size):
+    """A `size`-byte tmpfs mounted on `directory` (root on Linux only: skips elsewhere)."""
+    os.makedirs(directory)
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)]
+    try:
+        mounted = subprocess.run(command, capture_output=True).returncode == 0
+    except OSError:
+        mounted = False
+    if not mounted:
+        pytest.skip("cannot mount a tmpfs here (needs root on Linux); ulimit -f tests cover it")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=True)
+
+
+@pytest.mark.slow
+def test_a_full_filesystem_fails_every_save_with_one_oserror(translator, tmp_path, capsys):
+    # The disk-full case itself (ENOSPC), where `ulimit -f` gives EFBIG.
+    from keras_transformer.export.saved_model import _export_in_subprocess
+    from keras_transformer.training.checkpoints import save_weights_atomically
+
+    with small_filesystem(tmp_path / "disk", 4 << 20) as disk:
+        translator.save_to_preset(disk / "preset")
+        checkpoint = str(disk / "checkpoints" / "ckpt-00000001.weights.h5")
+        save_weights_atomically(translator.model, checkpoint)
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        with open(disk / "other.bin", "wb") as filler:  # Another program fills the disk.
+            filler.write(b"\0" * (free - (64 << 10)))
+        before = snapshot(disk)
+        with pytest.raises(OSError, match="No space left on device"):
+            translator.save_to_preset(disk / "preset")
+        with pytest.raises(OSError, match="No space left on device"):
+            save_weights_atomically(translator.model, checkpoint)
+        status = cli.main(["export", FIXTURE, str(disk / "ct2"), "--format", "ctranslate2"])
+        # A SavedModel export from JAX or PyTorch runs in a TensorFlow subprocess: its error
+        # comes back as the same `OSError`.
+        with pytest.raises(OSError, match="No space left on device") as raised:
+            _export_in_subprocess(FIXTURE, str(disk / "served"), False, {})
+        assert raised.value.errno == errno.ENOSPC
+        assert snapshot(disk) == before
+    errors = capsys.readouterr().err
+    assert status == 2 and errors.count("\n") == 1 and "No space left" in errors, errors
 
 
 def test_a_preset_save_killed_between_its_renames_loads_the_old_preset_intact(translator, tmp_path):

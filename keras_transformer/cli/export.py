@@ -20,6 +20,7 @@ EXPORT_OPTIONS = {
     "beam_size": "--beam-size",
     "num_hypotheses": "--num-hypotheses",
     "warmup_batch_size": "--warmup-batch-size",
+    "max_request_size": "--max-request-size",
     "quantization": "--quantization",
 }
 
@@ -88,6 +89,14 @@ def add_export_parser(subparsers):
         "translator's batch size)",
     )
     parser.add_argument(
+        "--max-request-size",
+        type=positive_int,
+        default=None,
+        help="most sentences one request to the SavedModel may hold; a larger request fails "
+        "with a message naming the limit (default: 1024; the Python and command-line clients "
+        "split larger inputs into requests of this size)",
+    )
+    parser.add_argument(
         "--no-jit-compile",
         dest="jit_compile",
         action="store_false",
@@ -109,18 +118,20 @@ def run_export(args):
         "num_hypotheses": args.num_hypotheses,
         "warmup_batch_size": args.warmup_batch_size,
     }
+    if args.max_request_size is not None:
+        saved_model_only["max_request_size"] = args.max_request_size
     try:
+        for name, value in saved_model_only.items():
+            if args.format != "saved_model" and value is not None:
+                raise ValueError(
+                    f"`--{name.replace('_', '-')}` applies to `--format saved_model` only. "
+                    f"Received: {name}={value!r}"
+                )
         if args.format == "marian":
             from keras_transformer.export.marian import export_marian
 
             written = export_marian(args.translator, args.output, overwrite=bool(args.overwrite))
         elif args.format == "ctranslate2":
-            for name, value in saved_model_only.items():
-                if value is not None:
-                    raise ValueError(
-                        f"`--{name.replace('_', '-')}` applies to `--format saved_model` only. "
-                        f"Received: {name}={value!r}"
-                    )
             written = export_ctranslate2(
                 translator,
                 args.output,

@@ -237,6 +237,9 @@ def write_settings(translator, directory, quantization, beam_size, alpha):
         "bucket_boundaries": list(translator.bucket_boundaries),
         "quantization": quantization,
         "source_start_token": translator.source_start_token,
+        # The decoder's size: the memory bound of a search (`CTranslate2Translator`).
+        "decoder_layers": translator.model.num_decoder_layers,
+        "d_model": translator.model.d_model,
     }
     for name, tokenizer in tokenizers.items():
         metadata[name] = keras.saving.serialize_keras_object(tokenizer)

@@ -14,6 +14,8 @@ export itself runs on the TensorFlow backend; from a JAX or PyTorch process,
 same by hand).
 """
 
+import contextlib
+import errno
 import json
 import os
 import subprocess
@@ -217,7 +219,7 @@ def export_saved_model(
         "max_request_size": max_request_size,
     }
 
-    with atomic_directory(path) as temporary:
+    with atomic_directory(path) as temporary, _file_errors_as_oserror():
         archive.write_out(temporary, verbose=False)
         os.makedirs(os.path.join(temporary, "assets.extra"), exist_ok=True)
         with open(os.path.join(temporary, METADATA_PATH), "w", encoding="utf-8") as file:
@@ -505,10 +507,41 @@ def _bucket_sentences(preprocessor):
 
 
 # The subprocess of `_export_in_subprocess`: `export_saved_model(KERAS_PATH, PATH, **OPTIONS)`.
-_CHILD = (
-    "import json, sys; from keras_transformer.export.saved_model import export_saved_model; "
-    "export_saved_model(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))"
-)
+# The errors TensorFlow's file system reports by their C library message (a full disk, a file
+# size limit, a read-only or forbidden directory, a device error).
+_FILE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO)
+
+
+@contextlib.contextmanager
+def _file_errors_as_oserror():
+    """TensorFlow's errors of a failed file write (`OutOfRangeError: ...; File too large`,
+    `ResourceExhaustedError: ...; No space left on device`) raised as the `OSError` that a
+    Python write would raise: the caller's (and the command line's) "disk" error."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.OpError as error:
+        for number in _FILE_ERRNOS:
+            if os.strerror(number) in error.message:
+                raise OSError(number, error.message) from error
+        raise
+
+
+# The child of `_export_in_subprocess`: a user's error (`OSError`, `ValueError`) comes back as
+# one JSON line on standard error and exit status 3, and is raised again in the parent.
+_CHILD_ERROR_STATUS = 3
+_CHILD = f"""
+import json, sys
+from keras_transformer.export.saved_model import export_saved_model
+try:
+    export_saved_model(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))
+except (OSError, ValueError) as error:
+    fields = {{"type": type(error).__name__, "errno": getattr(error, "errno", None)}}
+    fields["message"] = getattr(error, "strerror", None) or str(error)
+    print(json.dumps(fields), file=sys.stderr)
+    sys.exit({_CHILD_ERROR_STATUS})
+"""
 
 
 def _export_in_subprocess(translator, path, jit_compile, options):
@@ -529,9 +562,21 @@ def _export_in_subprocess(translator, path, jit_compile, options):
         command = [sys.executable, "-c", _CHILD, keras_path, path, json.dumps(options)]
         environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
         result = subprocess.run(command, env=environment, capture_output=True, text=True)
+    if result.returncode == _CHILD_ERROR_STATUS:
+        raise _child_error(result.stderr)
     if result.returncode != 0:
         raise RuntimeError(
             "Exporting under the TensorFlow backend failed (exit status "
             f"{result.returncode}) running {' '.join(command)}:\n{result.stderr[-4000:]}"
         )
     return path
+
+
+def _child_error(stderr):
+    """The `OSError` or `ValueError` that `_CHILD` reported on its last line of `stderr`."""
+    fields = json.loads(stderr.strip().splitlines()[-1])
+    if fields["type"] == "ValueError":
+        return ValueError(fields["message"])
+    if fields["errno"] is not None:
+        return OSError(fields["errno"], fields["message"])
+    return OSError(fields["message"])

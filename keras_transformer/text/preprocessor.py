@@ -5,6 +5,9 @@ import numpy as np
 
 from keras_transformer.buckets import bucket_length, check_bucket_boundaries, padded_batch_size
 
+# The ASCII whitespace `bytes.strip` removes: a source of these only (`is_blank`).
+_ASCII_WHITESPACE = b" \t\n\r\x0b\x0c"
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TranslationPreprocessor(keras.layers.Layer):
@@ -102,6 +105,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         # Strings in, ids out: Keras must not convert the inputs to backend tensors.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
+        self._whitespace_is_empty = None  # `is_blank`: found at its first whitespace line.
         self.built = True
 
     def call(self, sources, targets):
@@ -156,6 +160,20 @@ class TranslationPreprocessor(keras.layers.Layer):
         encoder_inputs, truncated = self.encode_source(sources)
         empty = encoder_inputs.row_lengths() <= (2 if self.source_start_token else 1)
         return {"encoder_inputs": encoder_inputs, "truncated": truncated, "empty": empty}
+
+    def is_blank(self, source):
+        """Whether the source `source` (`bytes`) has no token without encoding it: it is empty,
+        or only ASCII whitespace and this tokenizer encodes whitespace to no token (every
+        tokenizer of this package does with its defaults; checked once, with one encoding).
+        Such a source translates to `""` (`generate_preprocess`'s `empty`)."""
+        if not source:
+            return True
+        if source.strip():
+            return False
+        if self._whitespace_is_empty is None:
+            flags = self.generate_preprocess([_ASCII_WHITESPACE])["empty"]
+            self._whitespace_is_empty = bool(np.asarray(flags)[0])
+        return self._whitespace_is_empty
 
     def pad_batch(self, encoder_inputs, length=None):
         """Pads ragged encoder inputs to `(padded_batch_size(batch), length)`.

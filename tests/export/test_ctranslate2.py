@@ -8,6 +8,7 @@ outputs must then be the very tokens our `Translator` generates, for greedy and 
 Skipped when `ctranslate2` is not installed.
 """
 
+import json
 import os
 
 import keras
@@ -19,7 +20,7 @@ from keras_transformer.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from keras_transformer.engines import CTranslate2Translator  # noqa: E402
+from keras_transformer.engines import CTranslate2Translator, check_options  # noqa: E402
 from keras_transformer.export import export_ctranslate2  # noqa: E402
 
 # The converter reads the weights as NumPy and CTranslate2 runs them: nothing depends on
@@ -155,6 +156,37 @@ def test_bad_arguments_are_named(trained, engine, tmp_path):
         engine.translate("dos", beam_size=0)
     with pytest.raises(ValueError, match="no `keras_transformer.json`"):
         CTranslate2Translator(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_huge_beam_is_refused_by_the_memory_bound_before_the_search(
+    trained, engine, monkeypatch, capsys
+):
+    # As the Keras engine's (`translator.json`'s bound): CTranslate2 would try to allocate it.
+    expected = engine.translate("dos", beam_size=2).text
+    monkeypatch.setattr(engine, "_search", lambda *args, **kwargs: pytest.fail("searched"))
+    for options in ({"beam_size": 10**9}, {"beam_size": 10**9, "num_hypotheses": 2}):
+        with pytest.raises(ValueError, match=r"needs about \d+ bytes.*beam_size=1000000000"):
+            engine.translate("dos", **options)
+    with pytest.raises(ValueError, match="beam_size=1000000000"):
+        check_options(engine, 10**9, None)
+    monkeypatch.undo()
+    # The bound counts the decoder's keys and values: the export records its size.
+    settings = json.loads((trained[2] / "keras_transformer.json").read_text())
+    assert (settings["decoder_layers"], settings["d_model"]) == (
+        trained[0].model.num_decoder_layers,
+        trained[0].model.d_model,
+    )
+    assert engine.translate("dos", beam_size=2).text == expected
+    # A model exported without it (0.3.0) is bounded by its ids and logits.
+    older = CTranslate2Translator(trained[2], intra_threads=1)
+    older._decoder_size = (0, 0)
+    with pytest.raises(ValueError, match="beam_size=1000000000"):
+        older.translate("dos", beam_size=10**9)
+    command = ["translate", "--model", str(trained[2]), "--beam-size", "1000000000", "dos"]
+    assert cli.main(command) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "--beam-size 1000000000" in error
 
 
 @pytest.mark.slow

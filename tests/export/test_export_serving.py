@@ -124,10 +124,21 @@ def test_version_layout_and_refusing_an_existing_version(
         lambda *args, **kwargs: calls.append((args, kwargs)) or "written",
     )
     options = ["--version", "3", "--overwrite", "--num-hypotheses", "2", "--warmup-batch-size", "4"]
+    options += ["--max-request-size", "64"]
     assert main(["export", keras_path, str(base), *options]) == 0
     assert calls[0][0] == (keras_path, str(base))
     expected = {"version": 3, "overwrite": True, "num_hypotheses": 2, "warmup_batch_size": 4}
-    assert expected.items() <= calls[0][1].items()
+    assert {**expected, "max_request_size": 64}.items() <= calls[0][1].items()
+    # Without the flag the exporter's default stands (not passed as `None`).
+    assert main(["export", keras_path, str(base), "--version", "4"]) == 0
+    assert "max_request_size" not in calls[1][1]
+    capsysbinary.readouterr()
+    for refused in (["--format", "ctranslate2"], ["--format", "marian"]):
+        assert main(["export", keras_path, str(tmp_path / "x"), *refused,
+                     "--max-request-size", "8"]) == 2  # fmt: skip
+        assert b"--max-request-size` applies to `--format saved_model` only" in (
+            capsysbinary.readouterr().err
+        )
 
 
 @pytest.mark.slow

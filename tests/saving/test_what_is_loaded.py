@@ -283,6 +283,12 @@ def test_empty_lines_skip_the_preprocessor_and_the_model(loaded, monkeypatch):
     assert loaded.translate("", num_hypotheses=2) == [empty]
     assert loaded([""] * 1000) == [""] * 1000
     assert calls == []
+    # Whitespace-only lines too, once one encoding has shown that the tokenizer gives
+    # whitespace no token (the translation the preprocessor and the search would give).
+    assert loaded.translate([" ", b"\t \r\n", "  "]) == [empty] * 3
+    assert loaded([" \t"] * 1000) == [""] * 1000
+    assert calls == [1]
+    assert loaded.preprocessor.generate_preprocess([" \t", "\x0c"])["empty"].numpy().all()
 
 
 def test_a_saved_model_request_above_its_size_limit_is_refused(loaded):
