@@ -7,6 +7,7 @@ import fcntl
 import itertools
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -354,3 +355,137 @@ def test_a_preset_save_killed_between_its_renames_loads_the_old_preset_intact(tr
     remove_temporaries(tmp_path)
     assert os.listdir(tmp_path) == ["preset"]
     assert Translator.from_preset(tmp_path / "preset").beam_size == translator.beam_size != 5
+
+
+# === A kill after each durable write of every save, end to end ===
+# A kill -9 right after the N-th durable step (a file fsynced and renamed, a directory
+# swapped) leaves on disk exactly what the writer's files are at that instant: every write
+# before it is complete and flushed, and nothing runs in between. So instead of one
+# subprocess (and one Keras import, one trace) per kill point, each save runs once here with
+# `files.durable_step` copying the output directory after each step: the copies are what the
+# kills leave, and each goes through what the next start does, then is checked. (The kills
+# of real processes above check that the hook sits after each step.)
+
+
+@contextlib.contextmanager
+def copies_after_each_durable_step(monkeypatch, directory, into):
+    """Yields a list that fills with copies of `directory`, one after each durable step."""
+    real, copies = files.durable_step, []
+
+    def step():
+        real()
+        copy = into / str(len(copies) + 1)
+        shutil.copytree(directory, copy, symlinks=True)
+        copies.append(copy)
+
+    monkeypatch.setattr(files, "durable_step", step)
+    yield copies
+    monkeypatch.setattr(files, "durable_step", real)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two_renames"])
+@pytest.mark.parametrize("kind", ["preset", "ctranslate2", "saved_model"])
+def test_a_kill_after_each_write_of_an_export_leaves_a_complete_version(
+    translator, tmp_path, monkeypatch, kind, exchange
+):
+    if kind == "saved_model" and exchange:
+        pytest.skip("the same swap as the other exports; one trace (12 s) is enough")
+    # The old version: any complete directory (what a model server serves, say).
+    if kind == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    from keras_transformer.export import export_ctranslate2, export_saved_model
+
+    writers = {
+        "preset": translator.save_to_preset,
+        "ctranslate2": lambda path: export_ctranslate2(translator, path, overwrite=True),
+        "saved_model": lambda path: export_saved_model(
+            translator, path, jit_compile=False, overwrite=True
+        ),
+    }
+    monkeypatch.setattr(files, "USE_EXCHANGE", exchange)
+    root = tmp_path / "root"
+    (root / "out").mkdir(parents=True)
+    (root / "out" / "metadata.json").write_text("{}")  # (an earlier preset's name too)
+    (root / "out" / "saved_model.pb").write_text("the version being served")
+    old = snapshot(root)
+    with copies_after_each_durable_step(monkeypatch, root, tmp_path / "kills") as copies:
+        writers[kind](root / "out")
+    new = snapshot(root)
+    assert old != new
+    found = []
+    for copy in copies:
+        remove_temporaries(copy)  # What the next export (or `train`) does first.
+        assert os.listdir(copy) == ["out"]
+        found.append("old" if snapshot(copy) == old else "new" if snapshot(copy) == new else "?")
+    # Killed after the new directory is complete (old), after the swap or the second rename
+    # (new; with the exchange, once more after the old copy is deleted), and, with two
+    # renames, between them (old, put back by the next start).
+    assert found == (["old", "new", "new"] if exchange else ["old", "old", "new"])
+
+
+@pytest.mark.slow
+def test_a_kill_after_each_write_of_backups_and_checkpoints_keeps_every_record_true(
+    tmp_path, monkeypatch
+):
+    import keras
+    import numpy as np
+
+    from keras_transformer.training.backup import ResumableBackupAndRestore
+    from keras_transformer.training.checkpoints import (
+        SHA256_FILENAME,
+        PeriodicCheckpoint,
+        check_checkpoint,
+        list_checkpoints,
+    )
+
+    def model():
+        keras.utils.set_random_seed(1)
+        built = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+        built.compile(keras.optimizers.Adam(0.1), "mse")
+        return built
+
+    run = tmp_path / "run"
+    weights = {}  # step -> the model's weights after it
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: weights.__setitem__(
+            len(weights) + 1, [w.copy() for w in trained.get_weights()]
+        )
+    )
+    trained = model()
+    callbacks = [
+        record,
+        ResumableBackupAndRestore(str(run / "backup"), save_freq=1, delete_checkpoint=False),
+        PeriodicCheckpoint(str(run / "checkpoints"), save_freq=1, keep=2),
+    ]
+    data = np.random.default_rng(0).normal(size=(8, 4)).astype("float32")
+    with copies_after_each_durable_step(monkeypatch, run, tmp_path / "kills") as copies:
+        trained.fit(data, data, batch_size=2, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
+    assert len(copies) >= 4 * 4  # 4 steps: a backup (2 files) and a checkpoint (2 files) each
+
+    def same(left, right):
+        return all(np.array_equal(a, b) for a, b in zip(left, right, strict=True))
+
+    backup_steps = set()
+    for copy in copies:
+        for directory in ("backup", "checkpoints"):
+            if (copy / directory).is_dir():
+                remove_temporaries(copy / directory)  # What the next run does first.
+        # The backup that `state.json` names exists, is intact, and restores its step.
+        state = files.read_json(copy / "backup" / "state.json")
+        if state is not None:
+            restored = model()
+            callback = ResumableBackupAndRestore(str(copy / "backup"))
+            callback.set_model(restored)
+            callback.on_train_begin()
+            assert same(restored.get_weights(), weights[state["step"]])
+            backup_steps.add(state["step"])
+        # Every recorded checkpoint exists; every checkpoint is complete and its step's.
+        records = files.read_json(copy / "checkpoints" / SHA256_FILENAME) or {}
+        assert all((copy / "checkpoints" / name).is_file() for name in records)
+        for step, path in list_checkpoints(copy / "checkpoints"):
+            check_checkpoint(path)
+            restored = model()
+            restored.load_weights(path)
+            assert same(restored.get_weights(), weights[step])
+    assert backup_steps == {1, 2, 3, 4}

@@ -120,8 +120,17 @@ def restore_checkpoint(directory, step, weights_path, keep=5):
 
 
 def prune_checkpoints(directory, keep):
-    """Deletes all but the newest `keep` checkpoints of `directory`."""
-    for _, old in list_checkpoints(directory)[:-keep]:
+    """Deletes all but the newest `keep` checkpoints of `directory`: their SHA-256 records
+    first, so that no record ever names a missing file."""
+    doomed = [path for _, path in list_checkpoints(directory)[:-keep]]
+    if not doomed:
+        return
+    path = os.path.join(directory, SHA256_FILENAME)
+    records = read_json(path)
+    names = {os.path.basename(old) for old in doomed}
+    if isinstance(records, dict) and names & set(records):
+        write_json(path, {key: value for key, value in records.items() if key not in names})
+    for old in doomed:
         os.remove(old)
 
 
