@@ -89,8 +89,9 @@ def export_saved_model(
     For TensorFlow Serving, `version=N` writes the SavedModel to `path/N/` (the layout a model
     server watches: `path` is the model's base path). Every export also writes
     `assets.extra/tf_serving_warmup_requests`: one `PredictionLog` per compiled shape (each
-    source bucket × each power-of-two batch size up to `warmup_batch_size`) and one for
-    `translate_n_best` (see `make_warmup_requests`), which a model server replays when it loads the version, so that no user request pays an XLA compile.
+    source bucket × each power-of-two batch size up to `warmup_batch_size`), one for
+    `translate_n_best` and the same shapes for `translate_with_prefix` (see
+    `make_warmup_requests`), which a model server replays when it loads the version, so that no user request pays an XLA compile.
     Writing it needs the `tensorflow-serving-api` package (in the `tensorflow` extra).
 
     The SavedModel is written to a temporary directory next to `path` (named `.tmp-*`, like
@@ -405,10 +406,15 @@ def make_warmup_requests(preprocessor, max_batch_size):
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
         max_batch_size: int. The largest batch covered, rounded up to a power of two.
 
+    `translate_with_prefix` compiles searches of its own (the prefix forced): the same
+    requests again, each sentence with a one-piece target prefix (a prefix no longer than its
+    source keeps the source's bucket), so that a prefixed request pays no compile either.
+
     Returns:
         A list of `(signature_name, sentences)`, `sentences` a list of `bytes`: for each bucket
         (shortest first), batches of 1, 2, 4, ..., `padded_batch_size(max_batch_size)` copies
-        of one sentence in that bucket; then the `translate_n_best` request.
+        of one sentence in that bucket; then the `translate_n_best` request; then the
+        `translate_with_prefix` requests, as `(signature_name, sentences, prefixes)`.
     """
 
     sentences = _bucket_sentences(preprocessor)
@@ -416,12 +422,15 @@ def make_warmup_requests(preprocessor, max_batch_size):
     while size <= padded_batch_size(max_batch_size):
         batch_sizes.append(size)
         size *= 2
-    requests = [
-        (SIGNATURE_NAME, [sentences[bucket]] * rows)
-        for bucket in preprocessor.bucket_boundaries
-        for rows in batch_sizes
+    shapes = [(bucket, rows) for bucket in preprocessor.bucket_boundaries for rows in batch_sizes]
+    requests = [(SIGNATURE_NAME, [sentences[bucket]] * rows) for bucket, rows in shapes]
+    requests.append((N_BEST_SIGNATURE_NAME, [sentences[preprocessor.bucket_boundaries[0]]]))
+    prefix = _one_piece_word(preprocessor.targets)
+    requests += [
+        (PREFIX_SIGNATURE_NAME, [sentences[bucket]] * rows, [prefix] * rows)
+        for bucket, rows in shapes
     ]
-    return requests + [(N_BEST_SIGNATURE_NAME, [sentences[preprocessor.bucket_boundaries[0]]])]
+    return requests
 
 
 def write_warmup_requests(path, requests):
@@ -429,19 +438,21 @@ def write_warmup_requests(path, requests):
 
     Args:
         path: str. The file, `assets.extra/tf_serving_warmup_requests` of a SavedModel.
-        requests: list of `(signature_name, sentences)`, `sentences` a list of `bytes`.
+        requests: list of `(signature_name, sentences)` or `(signature_name, sentences,
+            target_prefixes)`, each a list of `bytes`.
     """
     import tensorflow as tf
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     with tf.io.TFRecordWriter(path) as writer:
-        for signature_name, strings in requests:
+        for signature_name, *inputs in requests:
             request = predict_pb2.PredictRequest(
                 model_spec=model_pb2.ModelSpec(signature_name=signature_name)
             )
-            request.inputs[INPUT_NAME].CopyFrom(
-                tf.make_tensor_proto(strings, dtype=tf.string, shape=[len(strings)])
-            )
+            for name, strings in zip((INPUT_NAME, PREFIX_INPUT_NAME), inputs, strict=False):
+                request.inputs[name].CopyFrom(
+                    tf.make_tensor_proto(strings, dtype=tf.string, shape=[len(strings)])
+                )
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)
             )
@@ -481,16 +492,32 @@ def read_metadata(path):
         return {}
 
 
-def _bucket_sentences(preprocessor):
-    """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
-    tokenizer = preprocessor.tokenizer
+def _one_piece_word(tokenizer):
+    """A word of `tokenizer`'s vocabulary that it encodes as one word piece (`bytes`)."""
+    for word in _words(tokenizer)[:200]:
+        if len(tokenizer.tokenize([word]).to_list()[0]) == 1:
+            return word.encode("utf-8")
+    raise ValueError(
+        "Cannot write the warm-up requests: no word of the target vocabulary is a single word "
+        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
+    )
+
+
+def _words(tokenizer):
+    """The alphabetic tokens of `tokenizer`'s vocabulary, special tokens excepted, as words
+    (SentencePiece marks a word's first piece with "▁", U+2581: "▁casa" is the word "casa")."""
     special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
-    # SentencePiece marks a word's first piece with "▁" (U+2581): "▁casa" is the word "casa".
-    words = [
+    return [
         token.removeprefix("\u2581")
         for index, token in enumerate(tokenizer.get_vocabulary())
         if index not in special and token.removeprefix("\u2581").isalpha()
     ]
+
+
+def _bucket_sentences(preprocessor):
+    """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
+    tokenizer = preprocessor.tokenizer
+    words = _words(tokenizer)
     boundaries = preprocessor.bucket_boundaries
     added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
     for word in words[:200]:
@@ -506,7 +533,6 @@ def _bucket_sentences(preprocessor):
     )
 
 
-# The subprocess of `_export_in_subprocess`: `export_saved_model(KERAS_PATH, PATH, **OPTIONS)`.
 # The errors TensorFlow's file system reports by their C library message (a full disk, a file
 # size limit, a read-only or forbidden directory, a device error).
 _FILE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO)
@@ -528,7 +554,8 @@ def _file_errors_as_oserror():
         raise
 
 
-# The child of `_export_in_subprocess`: a user's error (`OSError`, `ValueError`) comes back as
+# The subprocess of `_export_in_subprocess`: `export_saved_model(KERAS_PATH, PATH, **OPTIONS)`;
+# a user's error (`OSError`, `ValueError`) comes back as
 # one JSON line on standard error and exit status 3, and is raised again in the parent.
 _CHILD_ERROR_STATUS = 3
 _CHILD = f"""

@@ -16,6 +16,7 @@ from keras_transformer import Transformer
 from keras_transformer.cli import main
 from keras_transformer.export import (
     N_BEST_SIGNATURE_NAME,
+    PREFIX_SIGNATURE_NAME,
     SIGNATURE_NAME,
     WARMUP_PATH,
     export_saved_model,
@@ -150,19 +151,35 @@ def test_warmup_requests_cover_every_shape_and_replay(versioned):
     requests = read_warmup_requests(base / "1")
     preprocessor = translator.preprocessor
     shapes = []
-    for _, inputs in requests:
-        assert list(inputs) == ["inputs"]
+    for name, inputs in requests:
+        prefixed = name == PREFIX_SIGNATURE_NAME
+        assert sorted(inputs) == (["inputs", "target_prefix"] if prefixed else ["inputs"])
         strings = inputs["inputs"].tolist()
         encoded, truncated = preprocessor.encode_source(strings)
         assert not truncated.numpy().any()
         shapes.append(tuple(preprocessor.pad_batch(encoded).shape))
-    # One request per (batch rows, bucket) that a request of at most 2 rows compiles, then
-    # one that sets up the n-best signature.
-    assert shapes == [(1, 4), (2, 4), (1, 8), (2, 8), (1, 4)]
-    assert [name for name, _ in requests] == [SIGNATURE_NAME] * 4 + [N_BEST_SIGNATURE_NAME]
+        if prefixed:  # One word piece: the source's bucket is the search's.
+            pieces = preprocessor.targets.tokenize(inputs["target_prefix"].tolist()).to_list()
+            assert [len(row) for row in pieces] == [1] * len(strings)
+    # One request per (batch rows, bucket) that a request of at most 2 rows compiles, one
+    # that sets up the n-best signature, and the same shapes for the prefixed search.
+    every_shape = [(1, 4), (2, 4), (1, 8), (2, 8)]
+    assert shapes == [*every_shape, (1, 4), *every_shape]
+    assert [name for name, _ in requests] == (
+        [SIGNATURE_NAME] * 4 + [N_BEST_SIGNATURE_NAME] + [PREFIX_SIGNATURE_NAME] * 4
+    )
 
     signatures = tf.saved_model.load(str(base / "1")).signatures
     for name, inputs in requests:
+        if name == PREFIX_SIGNATURE_NAME:
+            outputs = signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
+            texts = [text.decode() for text in outputs["translations"].numpy()]
+            expected = translator.translate(
+                [text.decode() for text in inputs["inputs"]],
+                target_prefix=[text.decode() for text in inputs["target_prefix"]],
+            )
+            assert texts == [translation.text for translation in expected]
+            continue
         texts, _ = serve(signatures[name], inputs["inputs"])
         if name == N_BEST_SIGNATURE_NAME:  # Beam 1: one column.
             texts = [row[0] for row in texts]
