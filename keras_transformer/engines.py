@@ -455,6 +455,10 @@ class CTranslate2Translator:
         # The decoder's size, for the memory bound of a search (exports of 0.3.0 and earlier
         # lack it: the bound then counts the ids and logits only).
         self._decoder_size = (settings.get("decoder_layers", 0), settings.get("d_model", 0))
+        # The positions model.bin encodes: 0.3.0 exports lack room for a target prefix.
+        self._positions = settings.get(
+            "positions", max(self.bucket_boundaries) + self.extra_length + 1
+        )
 
     def __call__(self, sentences, beam_size=None, alpha=None):
         translations = self.translate(sentences, beam_size=beam_size, alpha=alpha)
@@ -512,6 +516,14 @@ class CTranslate2Translator:
         def search(source_ids, bucket, max_lengths, prefixes, batch_number):
             # CTranslate2 takes one maximum output length per call: one call per length.
             found = [None] * len(source_ids)
+            if max(max_lengths) >= self._positions:
+                raise ValueError(
+                    f"This CTranslate2 export encodes {self._positions} positions (written "
+                    "before target prefixes counted in them): a translation of these sources "
+                    f"and prefixes may need {max(max_lengths) + 1}. Export the model again, "
+                    f"or shorten the prefixes. Received: target_prefix with up to "
+                    f"{max(map(len, prefixes or [[]]))} word pieces"
+                )
             for length in sorted(set(max_lengths)):
                 rows = [row for row, limit in enumerate(max_lengths) if limit == length]
                 sources = [_tokens(self.tokenizer, source_ids[row]) for row in rows]

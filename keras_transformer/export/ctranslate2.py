@@ -147,8 +147,9 @@ def transformer_spec(translator):
     )
     spec = transformer_spec.TransformerSpec(encoder, decoder)
 
-    # Positions 0 .. longest source bucket + extra_length: CTranslate2 refuses longer inputs.
-    length = max(translator.bucket_boundaries) + translator.extra_length + 1
+    # CTranslate2 refuses positions beyond its table: the longest translation is the longest
+    # source bucket + extra_length + a target prefix of at most the longest bucket.
+    length = position_count(translator)
     positions = _sinusoid_table(length, model.d_model, model.sinusoid_layout)
     source = _numpy(model.source_embedding.embeddings)
     target = _numpy(model.target_embedding.embeddings)
@@ -183,6 +184,12 @@ def transformer_spec(translator):
     spec.config.add_source_eos = False
     spec.config.layer_norm_epsilon = float(model.layer_norm_epsilon)
     return spec
+
+
+def position_count(translator):
+    """The positions an export of `translator` encodes: `[START]`, then the longest source
+    bucket + `extra_length` + a target prefix as long as the longest bucket."""
+    return 2 * max(translator.bucket_boundaries) + translator.extra_length + 1
 
 
 def _sinusoid_table(length, d_model, layout):
@@ -240,6 +247,8 @@ def write_settings(translator, directory, quantization, beam_size, alpha):
         # The decoder's size: the memory bound of a search (`CTranslate2Translator`).
         "decoder_layers": translator.model.num_decoder_layers,
         "d_model": translator.model.d_model,
+        # The positions model.bin encodes (`position_count`; 0.3.0: without the prefix's).
+        "positions": position_count(translator),
     }
     for name, tokenizer in tokenizers.items():
         metadata[name] = keras.saving.serialize_keras_object(tokenizer)

@@ -250,6 +250,18 @@ def test_pre_ln_model_with_separate_embeddings_maps_exactly(tmp_path):
             rtol=1e-4,
             atol=1e-4,
         )
+    # A prefix counts in the length limit of both engines (CTranslate2's
+    # `max_decoding_length`): this model seldom ends, so the limit cuts it, at the same token.
+    prefixes = ["one", "", "forty two", "uno uno", "dos"]
+    expected = translator.translate(sentences, beam_size=1, target_prefix=prefixes)
+    received = engine.translate(sentences, beam_size=1, target_prefix=prefixes)
+    assert [b.tokens for b in received] == [a.tokens for a in expected]
+    assert sum(tokenizer.end_id not in a.tokens for a in expected) >= 3
+    # An export of 0.3.0 encoded no positions for the prefix (CTranslate2 failed with
+    # "No position encodings are defined for positions >= 22"): one clear error instead.
+    engine._positions = max(translator.bucket_boundaries) + translator.extra_length + 1
+    with pytest.raises(ValueError, match="encodes 22 positions.*Export the model again"):
+        engine.translate(sentences, beam_size=1, target_prefix=prefixes)
 
 
 @pytest.mark.slow
