@@ -149,7 +149,9 @@ def transformer_spec(translator):
 
     # Positions 0 .. longest source bucket + extra_length: CTranslate2 refuses longer inputs.
     length = max(translator.bucket_boundaries) + translator.extra_length + 1
-    positions = _sinusoid_table(length, model.d_model, model.sinusoid_layout)
+    positions = _sinusoid_table(
+        length, model.d_model, model.sinusoid_layout, model.sinusoid_frequencies
+    )
     source = _numpy(model.source_embedding.embeddings)
     target = _numpy(model.target_embedding.embeddings)
     encoder.embeddings[0].weight = source
@@ -185,8 +187,8 @@ def transformer_spec(translator):
     return spec
 
 
-def _sinusoid_table(length, d_model, layout):
-    table = sinusoidal_encoding(length, d_model, layout=layout)
+def _sinusoid_table(length, d_model, layout, frequencies):
+    table = sinusoidal_encoding(length, d_model, layout=layout, frequencies=frequencies)
     return ops.convert_to_numpy(table).astype("float32")
 
 
