@@ -13,6 +13,9 @@ from keras_transformer._checks import is_int, is_number
 # How `PositionalEmbedding` lays out its sinusoids: the paper's sin/cos pairs, or all sines
 # then all cosines (Hugging Face's Marian).
 SINUSOID_LAYOUTS = ("interleaved", "halves")
+# Its sinusoid frequencies: the paper's `10000^(-2i/d_model)`, or Marian C++'s
+# `10000^(-i/(d_model/2 - 1))` (what a Marian `.npz` model was trained with).
+SINUSOID_FREQUENCIES = ("paper", "marian")
 
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
@@ -67,6 +70,7 @@ def validate_transformer_args(
     layer_norm_epsilon=None,
     sinusoid_layout=None,
     output_bias=None,
+    sinusoid_frequencies=None,
     prefix="",
 ):
     """Argument checks of `Transformer` (its blocks' included); `None` is not checked.
@@ -75,7 +79,8 @@ def validate_transformer_args(
     which needs the framework; here it must be a non-empty string or a callable.
 
     Args:
-        vocabulary_size, ..., output_bias: the `Transformer` arguments of that name.
+        vocabulary_size, ..., sinusoid_frequencies: the `Transformer` arguments of that
+            name.
         prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
             to `""`.
 
@@ -120,6 +125,10 @@ def validate_transformer_args(
             _fail(prefix + name, value, "true or false")
     if sinusoid_layout is not None and sinusoid_layout not in SINUSOID_LAYOUTS:
         _fail(prefix + "sinusoid_layout", sinusoid_layout, f"one of {SINUSOID_LAYOUTS}")
+    if sinusoid_frequencies is not None and sinusoid_frequencies not in SINUSOID_FREQUENCIES:
+        _fail(
+            prefix + "sinusoid_frequencies", sinusoid_frequencies, f"one of {SINUSOID_FREQUENCIES}"
+        )
     if (
         share_embeddings
         and vocabulary_size is not None

@@ -35,6 +35,7 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.saving.preset": ("hub",),  # hf:// and kaggle:// presets
     # pytorch_model.bin (model.safetensors needs no PyTorch).
     "keras_transformer.export.marian": ("marian", "tensorflow", "torch"),
+    "keras_transformer.export.marian_npz": ("marian",),
     "keras_transformer.text": ("tensorflow",),
     "keras_transformer.text.sentencepiece": ("sentencepiece", "tensorflow"),
     "keras_transformer.training": ("train",),
@@ -227,4 +228,6 @@ def test_the_layering_check_finds_each_kind_of_problem(tmp_path):
     problems, counts = _check_imports().check(str(package))
     kinds = sorted(problem.split(":")[0] for problem in problems)
     assert kinds == ["cycle", "hidden", "private", "unlayered", "upward"], problems
-    assert counts["cycles"] == counts["upward imports"] == counts["private cross-module imports"] == 1
+    assert (
+        counts["cycles"] == counts["upward imports"] == counts["private cross-module imports"] == 1
+    )

@@ -11,12 +11,14 @@ def add_import_parser(subparsers):
     """Registers the `import` subcommand on an `argparse` subparsers object."""
     parser = subparsers.add_parser(
         "import",
-        help="import a Hugging Face MarianMTModel directory (OPUS-MT) as a Translator preset",
+        help="import an OPUS-MT / Marian model (Hugging Face or Marian .npz) as a Translator preset",
         description=(
             "Reads SRC, a Hugging Face MarianMTModel directory (config.json, model.safetensors "
             "or pytorch_model.bin, source.spm, target.spm, vocab.json: what every OPUS-MT model "
-            "holds), and writes OUT, a Translator preset directory for `translate --model OUT` "
-            "and `export OUT ...`."
+            "on the Hugging Face Hub holds) or an unzipped OPUS-MT release (a Marian .npz "
+            "checkpoint, *.vocab.yml, source.spm, target.spm, decoder.yml; SRC may name the "
+            ".npz file when the directory holds several), and writes OUT, a Translator preset "
+            "directory for `translate --model OUT` and `export OUT ...`."
         ),
     )
     parser.add_argument("--from", dest="source_format", choices=("marian",), required=True)
@@ -27,6 +29,16 @@ def add_import_parser(subparsers):
         type=positive_int,
         default=None,
         help="longest source in tokens (default: 256, or the model's max_position_embeddings)",
+    )
+    parser.add_argument(
+        "--sinusoid-frequencies",
+        choices=("paper", "marian"),
+        default=None,
+        help=(
+            "position encoding frequencies (default: what the source's toolkit computes: "
+            "'paper' for a Hugging Face directory, 'marian', Marian C++'s, for a .npz; "
+            "'paper' on a .npz computes what CTranslate2's converter makes of it)"
+        ),
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     add_common_arguments(parser, default=argparse.SUPPRESS)
@@ -43,6 +55,7 @@ def run_import(args):
             args.output,
             max_source_length=args.max_source_length,
             overwrite=args.overwrite,
+            sinusoid_frequencies=args.sinusoid_frequencies,
         )
     except ValueError as error:
         print_error(f"cannot import {args.source!r}: " + " ".join(str(error).split()))

@@ -150,7 +150,9 @@ def transformer_spec(translator):
     # CTranslate2 refuses positions beyond its table: the longest translation is the longest
     # source bucket + extra_length + a target prefix of at most the longest bucket.
     length = position_count(translator)
-    positions = _sinusoid_table(length, model.d_model, model.sinusoid_layout)
+    positions = _sinusoid_table(
+        length, model.d_model, model.sinusoid_layout, model.sinusoid_frequencies
+    )
     source = _numpy(model.source_embedding.embeddings)
     target = _numpy(model.target_embedding.embeddings)
     encoder.embeddings[0].weight = source
@@ -192,8 +194,8 @@ def position_count(translator):
     return 2 * max(translator.bucket_boundaries) + translator.extra_length + 1
 
 
-def _sinusoid_table(length, d_model, layout):
-    table = sinusoidal_encoding(length, d_model, layout=layout)
+def _sinusoid_table(length, d_model, layout, frequencies):
+    table = sinusoidal_encoding(length, d_model, layout=layout, frequencies=frequencies)
     return ops.convert_to_numpy(table).astype("float32")
 
 

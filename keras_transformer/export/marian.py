@@ -1,22 +1,33 @@
-"""Marian / OPUS-MT models in and out: Hugging Face `MarianMTModel` directories.
+"""Marian / OPUS-MT models in and out: Hugging Face `MarianMTModel` directories, and Marian
+NMT `.npz` checkpoints in.
 
 `import_marian(source, output)` reads a Hugging Face `MarianMTModel` directory (`config.json`,
 `model.safetensors` or `pytorch_model.bin`, `source.spm`, `target.spm`, `vocab.json`: what
-every Helsinki-NLP OPUS-MT model on the Hugging Face Hub holds) and writes one of our preset
+every Helsinki-NLP OPUS-MT model on the Hugging Face Hub holds), or an unzipped OPUS-MT
+release (a Marian `.npz` checkpoint, `*.vocab.yml`, `source.spm`, `target.spm`,
+`decoder.yml`; read by `export.marian_npz` into the same form), and writes one of our preset
 directories, whose `Translator` computes the same logits. `export_marian(translator, output)`
-writes such a directory back from a `Translator` whose architecture Marian can express.
+writes a Hugging Face directory back from a `Translator` whose architecture Marian can express.
 
 How a Marian model maps onto our `Transformer` (each checked against transformers'
 `modeling_marian.py`):
 
-- Post-LN blocks, biases on every projection, LayerNorm epsilon `1e-5`, token embeddings
-  scaled by sqrt(d_model) (`scale_embedding`), one matrix for both embeddings and the output
-  projection (`share_encoder_decoder_embeddings`), activation from `activation_function`
-  (OPUS-MT: `swish`, i.e. SiLU): the `Transformer` arguments of those names.
-- Positions: the paper's sinusoid frequencies, counted from 0, with all sines before all
-  cosines (`sinusoid_layout="halves"`).
+- Post-LN blocks, biases on every projection, token embeddings scaled by sqrt(d_model)
+  (`scale_embedding`), one matrix for both embeddings and the output projection
+  (`share_encoder_decoder_embeddings`), activation from `activation_function` (OPUS-MT:
+  `swish`, i.e. SiLU): the `Transformer` arguments of those names.
+- Positions: counted from 0, all sines before all cosines (`sinusoid_layout="halves"`), with
+  the paper's frequencies `10000^(-i/(d/2))` as transformers computes them. Marian NMT's C++,
+  which trained every `.npz` model, computes `10000^(-i/(d/2 - 1))`
+  (`SinusoidalPositionEmbeddings`, `src/tensors/cpu/tensor_operators.cpp`): a `.npz` import
+  uses those (`sinusoid_frequencies="marian"`) unless told otherwise; CTranslate2's Marian
+  converter, like transformers' `convert_marian_to_pytorch.py`, uses the paper's.
+- LayerNorm epsilon: `1e-5` (PyTorch's) for a Hugging Face directory, `1e-6` (Marian C++'s)
+  for a `.npz` checkpoint.
 - `final_logits_bias`: the `Transformer`'s `output_bias`.
-- Ids: Marian's `</s>` is id 0 and its padding is also its decoder start token, while our
+- Ids: Marian's `</s>` is id 0 and its padding is also its decoder start token (a `.npz`
+  model's vocabulary has no padding: its decoder starts from a zero embedding, which the
+  import adds as `<pad>`, a zero row), while our
   models pad with id 0 and start from `[START]`. The import adds one padding row (zeros) at id
   0 and reorders the vocabulary as `[PAD] <unk> <pad> </s>` then the rest in Marian's order,
   so that Marian's `<pad>` is our `[START]` and `</s>` our `[END]`: the embedding rows and the
@@ -44,7 +55,9 @@ import time
 import numpy as np
 from keras import ops
 
+from keras_transformer.export.marian_npz import is_marian_npz, read_marian_npz
 from keras_transformer.files import atomic_directory
+from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.text.sentencepiece import SentencePieceTokenizer
@@ -68,13 +81,19 @@ ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"
 FILES = ("config.json", "vocab.json", "source.spm", "target.spm")
 
 
-def import_marian(source, output=None, max_source_length=None, overwrite=False):
-    """Imports a Hugging Face `MarianMTModel` directory (an OPUS-MT model) as a `Translator`.
+def import_marian(
+    source, output=None, max_source_length=None, overwrite=False, sinusoid_frequencies=None
+):
+    """Imports an OPUS-MT / Marian model as a `Translator`: a Hugging Face `MarianMTModel`
+    directory, or a Marian NMT `.npz` checkpoint with its vocabulary.
 
     Args:
-        source: str or `os.PathLike`. The directory: `config.json`, `model.safetensors` (or
-            `pytorch_model.bin`, which needs PyTorch), `source.spm`, `target.spm` and
-            `vocab.json`.
+        source: str or `os.PathLike`. A Hugging Face directory (`config.json`,
+            `model.safetensors` or `pytorch_model.bin`, which needs PyTorch, `source.spm`,
+            `target.spm`, `vocab.json`); or a Marian directory, an unzipped OPUS-MT release
+            (a `*.npz` checkpoint, `*.vocab.yml`, `source.spm`, `target.spm`, optionally
+            `decoder.yml`), or the `.npz` file of one (to choose among several checkpoints);
+            see `keras_transformer.export.marian_npz`.
         output: str or `os.PathLike`. The preset directory to write (`Translator.from_preset`
             and `keras-transformer translate --model` read it). Defaults to `None`: write
             nothing.
@@ -82,9 +101,15 @@ def import_marian(source, output=None, max_source_length=None, overwrite=False):
             at most the model's `max_position_embeddings`. Defaults to `None`: 256, or
             `max_position_embeddings` when smaller.
         overwrite: bool. Replace an existing `output` preset. Defaults to `False`.
+        sinusoid_frequencies: str. The position encodings' frequencies, `"paper"` or
+            `"marian"` (see `keras_transformer.layers.sinusoidal_encoding`). Defaults to
+            `None`: what the source's own toolkit computes, `"paper"` for a Hugging Face
+            directory, `"marian"` (Marian NMT's C++) for a `.npz` checkpoint. `"paper"` on a
+            `.npz` model computes what CTranslate2's and transformers' converters make of it.
 
     Returns:
-        A `keras_transformer.Translator` (beam size from the model's `num_beams`, length
+        A `keras_transformer.Translator` (beam size from the model's `num_beams` or
+        `decoder.yml`'s `beam-size`, length
         penalty `alpha=1.0`; see the "Use an OPUS-MT model" page for how it compares with
         transformers' `length_penalty`).
 
@@ -94,7 +119,18 @@ def import_marian(source, output=None, max_source_length=None, overwrite=False):
 
     started = time.perf_counter()
     source = os.fspath(source)
-    config, vocabulary, protos, weights = read_marian_directory(source)
+    if is_marian_npz(source):
+        config, vocabulary, protos, weights, settings = read_marian_npz(source)
+    else:
+        config, vocabulary, protos, weights = read_marian_directory(source)
+        settings = {"sinusoid_frequencies": "paper", "layer_norm_epsilon": 1e-5}
+    if sinusoid_frequencies is not None:
+        if sinusoid_frequencies not in SINUSOID_FREQUENCIES:
+            raise ValueError(
+                f"`sinusoid_frequencies` must be one of {SINUSOID_FREQUENCIES}. "
+                f"Received: sinusoid_frequencies={sinusoid_frequencies!r}"
+            )
+        settings["sinusoid_frequencies"] = sinusoid_frequencies
     sizes = _architecture(config, source)
     order = _our_order(vocabulary, config)
     positions = config.get("max_position_embeddings", 512)
@@ -109,7 +145,7 @@ def import_marian(source, output=None, max_source_length=None, overwrite=False):
         SentencePieceTokenizer(proto=_tokenizer_proto(protos[side], order, side == "source"))
         for side in ("source", "target")
     ]
-    model = _build_model(sizes, weights, order, source)
+    model = _build_model(sizes, weights, order, source, **settings)
     translator = Translator(
         model,
         tokenizers[0],
@@ -140,7 +176,8 @@ def read_marian_directory(source):
     """
     if not os.path.isdir(source):
         raise ValueError(
-            f"`source` must be a Hugging Face MarianMTModel directory. Received: source={source!r}"
+            f"`source` must be a Hugging Face MarianMTModel directory, or a Marian directory "
+            f"holding a .npz checkpoint (or its .npz file). Received: source={source!r}"
         )
     missing = [name for name in FILES if not os.path.isfile(os.path.join(source, name))]
     weights_files = [
@@ -354,13 +391,14 @@ def _tokenizer_proto(data, order, is_source):
 
 
 # === Weights ===
-def _build_model(sizes, weights, order, source):
+def _build_model(sizes, weights, order, source, sinusoid_frequencies, layer_norm_epsilon):
     names = _strip_prefix(weights)
     model = Transformer(
         **sizes,
         share_embeddings=True,
-        layer_norm_epsilon=1e-5,
+        layer_norm_epsilon=layer_norm_epsilon,
         sinusoid_layout="halves",
+        sinusoid_frequencies=sinusoid_frequencies,
         output_bias=True,
     )
     model(
@@ -538,6 +576,11 @@ def export_marian(translator, output, overwrite=False):
         problems.append("norm_first=True (Marian's blocks are post-LN)")
     if not model.share_embeddings:
         problems.append("share_embeddings=False (only shared embeddings are written)")
+    if model.sinusoid_frequencies != "paper":
+        problems.append(
+            f"sinusoid_frequencies={model.sinusoid_frequencies!r} (MarianMTModel computes "
+            "the paper's)"
+        )
     if model.activation not in ACTIVATIONS:
         problems.append(f"activation={model.activation!r}")
     if translator.source_start_token:

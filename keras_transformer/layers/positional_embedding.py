@@ -6,17 +6,23 @@ import keras
 from keras import ops
 
 from keras_transformer import _backend
-from keras_transformer.hyperparameters import SINUSOID_LAYOUTS
+from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES, SINUSOID_LAYOUTS
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
-def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32", layout="interleaved"):
+def sinusoidal_encoding(
+    length, d_model, start_index=0, dtype="float32", layout="interleaved", frequencies="paper"
+):
     """The paper's position encodings for positions `start_index .. start_index+length-1`.
 
     `PE(pos, 2i) = sin(pos / 10000^(2i/d_model))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))`.
     With `layout="halves"` the same values are laid out as all sines (dimensions
     `0 .. d_model/2 - 1`) then all cosines, as Hugging Face's Marian models (OPUS-MT) do.
+    With `frequencies="marian"` the `i`-th frequency is `10000^(-i/(d_model/2 - 1))` instead of
+    `10000^(-i/(d_model/2))`: what Marian NMT's C++ computes (`SinusoidalPositionEmbeddings`
+    in `src/tensors/cpu/tensor_operators.cpp`, with the halves layout), so the lowest
+    frequency is exactly `1/10000`.
 
     Args:
         length: int or scalar tensor. Number of positions.
@@ -24,13 +30,16 @@ def sinusoidal_encoding(length, d_model, start_index=0, dtype="float32", layout=
         start_index: int or scalar tensor. First position. Defaults to `0`.
         dtype: output dtype. Defaults to `"float32"`.
         layout: str. `"interleaved"` (the paper's) or `"halves"`. Defaults to `"interleaved"`.
+        frequencies: str. `"paper"` or `"marian"`. Defaults to `"paper"`.
 
     Returns:
         `(length, d_model)` tensor.
     """
     positions = ops.cast(ops.arange(length), "float32") + ops.cast(start_index, "float32")
-    two_i = ops.cast(ops.arange(0, d_model, 2), "float32")  # (d_model/2,)
-    inverse_freq = ops.exp(two_i * (-math.log(10000.0) / d_model))  # 1 / 10000^(2i/d)
+    i = ops.cast(ops.arange(d_model // 2), "float32")  # (d_model/2,)
+    # The paper's 1 / 10000^(i/(d/2)); Marian's 1 / 10000^(i/(d/2 - 1)).
+    steps = d_model // 2 - (1 if frequencies == "marian" else 0)
+    inverse_freq = ops.exp(i * (-math.log(10000.0) / max(steps, 1)))
     angles = positions[:, None] * inverse_freq[None, :]  # (length, d_model/2)
     if layout == "halves":
         encoding = ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
@@ -60,6 +69,8 @@ class PositionalEmbedding(keras.layers.Layer):
             `sinusoidal_encoding`. Defaults to `"interleaved"`.
         output_bias: bool. Add a learned bias (initially zero) to the `reverse=True` logits
             (Marian's `final_logits_bias`). Defaults to `False`.
+        sinusoid_frequencies: str. `"paper"` or `"marian"` (Marian NMT's C++, for its `.npz`
+            models), see `sinusoidal_encoding`. Defaults to `"paper"`.
         embeddings_initializer: initializer of the embedding matrix. Defaults to a
             normal with stddev d_model^-0.5, so that scaled embeddings have unit
             variance like the encodings they are added to.
@@ -107,6 +118,7 @@ class PositionalEmbedding(keras.layers.Layer):
         seed=None,
         sinusoid_layout="interleaved",
         output_bias=False,
+        sinusoid_frequencies="paper",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -123,7 +135,13 @@ class PositionalEmbedding(keras.layers.Layer):
                 f"`sinusoid_layout` must be one of {SINUSOID_LAYOUTS}. "
                 f"Received: sinusoid_layout={sinusoid_layout!r}"
             )
+        if sinusoid_frequencies not in SINUSOID_FREQUENCIES:
+            raise ValueError(
+                f"`sinusoid_frequencies` must be one of {SINUSOID_FREQUENCIES}. "
+                f"Received: sinusoid_frequencies={sinusoid_frequencies!r}"
+            )
         self.sinusoid_layout = sinusoid_layout
+        self.sinusoid_frequencies = sinusoid_frequencies
         self.output_bias = bool(output_bias)
         self.vocabulary_size = vocabulary_size
         self.d_model = d_model
@@ -168,7 +186,12 @@ class PositionalEmbedding(keras.layers.Layer):
         length = _backend.dims(inputs)[1]
         if encoding_table is None:
             encoding = sinusoidal_encoding(
-                length, self.d_model, start_index, self.compute_dtype, self.sinusoid_layout
+                length,
+                self.d_model,
+                start_index,
+                self.compute_dtype,
+                self.sinusoid_layout,
+                self.sinusoid_frequencies,
             )
         else:
             positions = ops.arange(length, dtype="int32") + ops.cast(start_index, "int32")
@@ -196,6 +219,7 @@ class PositionalEmbedding(keras.layers.Layer):
                 "seed": self.seed,
                 "sinusoid_layout": self.sinusoid_layout,
                 "output_bias": self.output_bias,
+                "sinusoid_frequencies": self.sinusoid_frequencies,
             }
         )
         return config

@@ -66,6 +66,10 @@ class Transformer(keras.Model):
             `keras_transformer.layers.sinusoidal_encoding`. Defaults to `"interleaved"`.
         output_bias: bool. A bias on the output logits (Marian's `final_logits_bias`).
             Defaults to `False`: the paper's tied projection without bias.
+        sinusoid_frequencies: str. The paper's sinusoid frequencies (`"paper"`) or Marian
+            NMT C++'s (`"marian"`: `10000^(-i/(d_model/2 - 1))`, what Marian `.npz` models
+            were trained with); see `keras_transformer.layers.sinusoidal_encoding`.
+            Defaults to `"paper"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
 
     Example:
@@ -99,6 +103,7 @@ class Transformer(keras.Model):
         seed=None,
         sinusoid_layout="interleaved",
         output_bias=False,
+        sinusoid_frequencies="paper",
         **kwargs,
     ):
         target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
@@ -122,6 +127,7 @@ class Transformer(keras.Model):
             layer_norm_epsilon=layer_norm_epsilon,
             sinusoid_layout=sinusoid_layout,
             output_bias=output_bias,
+            sinusoid_frequencies=sinusoid_frequencies,
         )
         _check_weight_memory(kwargs.get("dtype"), norm_first, share_embeddings, **sizes)
         dtype = kwargs.pop("dtype", None)
@@ -146,6 +152,7 @@ class Transformer(keras.Model):
                 seed=seed,
                 sinusoid_layout=sinusoid_layout,
                 output_bias=bias,
+                sinusoid_frequencies=sinusoid_frequencies,
                 dtype=dtype,
                 name=name,
             )
@@ -218,6 +225,7 @@ class Transformer(keras.Model):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.seed = seed
         self.sinusoid_layout = sinusoid_layout
+        self.sinusoid_frequencies = sinusoid_frequencies
         self.output_bias = bool(output_bias)
         self._dtype_argument = dtype
 
@@ -375,7 +383,11 @@ class Transformer(keras.Model):
         for `decode_step(..., encoding_table=...)`: `(max_length, d_model)`."""
         dtype = self.target_embedding.compute_dtype
         return sinusoidal_encoding(
-            max_length, self.d_model, dtype=dtype, layout=self.sinusoid_layout
+            max_length,
+            self.d_model,
+            dtype=dtype,
+            layout=self.sinusoid_layout,
+            frequencies=self.sinusoid_frequencies,
         )
 
     def get_config(self):
@@ -398,6 +410,7 @@ class Transformer(keras.Model):
             "seed": self.seed,
             "sinusoid_layout": self.sinusoid_layout,
             "output_bias": self.output_bias,
+            "sinusoid_frequencies": self.sinusoid_frequencies,
             **({} if self._dtype_argument is None else {"dtype": self._dtype_argument}),
         }
 

@@ -34,6 +34,9 @@ ARCHITECTURE = (
     "norm_first",
     "share_embeddings",
     "layer_norm_epsilon",
+    "sinusoid_layout",
+    "sinusoid_frequencies",
+    "output_bias",
 )
 
 

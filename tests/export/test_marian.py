@@ -395,3 +395,343 @@ def test_export_refuses_what_marian_cannot_express(tmp_path):
     with pytest.raises(ValueError, match=message):
         export_marian(Translator(model, tokenizer), tmp_path / "marian")
     assert not (tmp_path / "marian").exists()
+
+
+# === Marian NMT .npz checkpoints ===
+# The fixture's model written as Marian's C++ writes an OPUS-MT release (our own inverse of
+# transformers' convert_marian_to_pytorch.py naming): `Wemb` without the `<pad>` row, matrices
+# `(in, out)`, biases and LayerNorm parameters `(1, width)`, the settings as YAML bytes.
+MARIAN_LAYER = {
+    "self_attn": "self",
+    "encoder_attn": "context",
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "out_proj": "o",
+}
+MODEL_YML = {
+    "type": "transformer",
+    "dim-emb": 16,
+    "enc-depth": 1,
+    "dec-depth": 2,
+    "transformer-heads": 2,
+    "transformer-dim-ffn": 32,
+    "transformer-ffn-depth": 2,
+    "transformer-ffn-activation": "swish",
+    "transformer-preprocess": "",
+    "transformer-postprocess": "dan",
+    "transformer-postprocess-emb": "d",
+    "transformer-decoder-autoreg": "self-attention",
+    "transformer-no-projection": False,
+    "transformer-tied-layers": [],
+    "transformer-guided-alignment-layer": "last",
+    "transformer-dropout": 0.1,
+    "tied-embeddings-all": True,
+}
+
+
+def _marian_name(name):
+    """`model.encoder.layers.0.self_attn.q_proj.weight` -> `encoder_l1_self_Wq`."""
+    stack, _, index, *rest = name.removeprefix("model.").split(".")
+    prefix = f"{stack}_l{int(index) + 1}_"
+    kind = "W" if rest[-1] == "weight" else "b"
+    if rest[0] in ("fc1", "fc2"):
+        return f"{prefix}ffn_{kind}{rest[0][-1]}"
+    if rest[0] == "final_layer_norm":
+        return f"{prefix}ffn_ffn_ln_{'scale' if kind == 'W' else 'bias'}"
+    if rest[0].endswith("_layer_norm"):
+        part = MARIAN_LAYER[rest[0].removesuffix("_layer_norm")]
+        return f"{prefix}{part}_Wo_ln_{'scale' if kind == 'W' else 'bias'}"
+    return f"{prefix}{MARIAN_LAYER[rest[0]]}_{kind}{MARIAN_LAYER[rest[1]]}"
+
+
+def write_npz_directory(hf_directory, directory, model_yml=MODEL_YML, arrays=None):
+    """An unzipped OPUS-MT release of the Hugging Face fixture's model."""
+    import shutil
+
+    import yaml
+    from safetensors.numpy import load_file
+
+    tensors = load_file(hf_directory / "model.safetensors")
+    vocabulary = json.loads((hf_directory / "vocab.json").read_text(encoding="utf-8"))
+    size = len(vocabulary) - 1  # without <pad>, the last id
+    assert vocabulary["<pad>"] == size
+    npz = {
+        "Wemb": tensors["model.shared.weight"][:size],
+        "decoder_ff_logit_out_b": tensors["final_logits_bias"][:, :size],
+    }
+    for name, value in tensors.items():
+        if ".layers." in name:
+            npz[_marian_name(name)] = value.T if value.ndim == 2 else value[None]
+    config = dict(model_yml, **{"dim-vocabs": [size, size]})
+    text = yaml.safe_dump(config, sort_keys=False).encode() + b"\0"
+    npz["special:model.yml"] = np.frombuffer(text, dtype="int8")
+    npz.update(arrays or {})
+    directory.mkdir()
+    name = "opus.spm32k-spm32k.transformer-align.model1.npz.best-perplexity.npz"
+    np.savez(directory / name, **{k: v for k, v in npz.items() if v is not None})
+    pieces = {piece: index for piece, index in vocabulary.items() if index < size}
+    (directory / "opus.spm32k-spm32k.vocab.yml").write_text(
+        yaml.safe_dump(pieces, allow_unicode=True, sort_keys=False), encoding="utf-8"
+    )
+    for side in ("source", "target"):
+        shutil.copy(hf_directory / f"{side}.spm", directory / f"{side}.spm")
+    (directory / "decoder.yml").write_text(
+        f"models:\n  - {name}\nvocabs:\n  - opus.spm32k-spm32k.vocab.yml\n"
+        "  - opus.spm32k-spm32k.vocab.yml\nbeam-size: 4\nnormalize: 1\nrelative-paths: true\n",
+        encoding="utf-8",
+    )
+    return directory
+
+
+@pytest.fixture(scope="session")
+def npz_directory(marian_directory, tmp_path_factory):
+    return write_npz_directory(marian_directory, tmp_path_factory.mktemp("npz") / "opus")
+
+
+def _marian_cpp_positions(length, d_model):
+    """A transcription of Marian's `SinusoidalPositionEmbeddings` (C++ float arithmetic)."""
+    timescales = np.float32(d_model / 2)
+    increment = np.float32(np.log(np.float32(10000)) / (timescales - np.float32(1)))
+    table = np.zeros((length, d_model), "float32")
+    for j in range(length):
+        for i in range(d_model):
+            v = np.float32(j) * np.exp(np.float32(i % int(timescales)) * -increment)
+            table[j, i] = np.sin(v) if i < int(timescales) else np.cos(v)
+    return table
+
+
+@pytest.mark.parametrize("d_model", [16, 512])
+def test_marian_frequencies_are_marian_cpp(d_model):
+    from keras_transformer.layers import sinusoidal_encoding
+
+    ours = keras.ops.convert_to_numpy(
+        sinusoidal_encoding(64, d_model, layout="halves", frequencies="marian")
+    )
+    np.testing.assert_allclose(ours, _marian_cpp_positions(64, d_model), atol=2e-5)
+    paper = keras.ops.convert_to_numpy(sinusoidal_encoding(64, d_model, layout="halves"))
+    print(f"{BACKEND}: d_model {d_model}, max |Marian - paper| = {np.abs(ours - paper).max():.3g}")
+    assert np.abs(ours - paper).max() > 0.05  # measured: 1.97 (d_model 16), 0.089 (512)
+
+
+@pytest.fixture(scope="session")
+def ctranslate2_npz(npz_directory, tmp_path_factory):
+    """CTranslate2's own MarianConverter on the .npz: `{"paper": its output, "marian": the
+    same with Marian C++'s position table swapped in}` (ctranslate2.Translator each)."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import MarianConverter
+
+    class MarianPositions(MarianConverter):
+        def _load(self):
+            spec = super()._load()
+            for stack in (spec.encoder, spec.decoder):
+                length, d_model = stack.position_encodings.encodings.shape
+                stack.position_encodings.encodings = _marian_cpp_positions(length, d_model)
+            return spec
+
+    npz = str(next(npz_directory.glob("*.npz")))
+    vocabularies = [str(npz_directory / "opus.spm32k-spm32k.vocab.yml")] * 2
+    root = tmp_path_factory.mktemp("ct2npz")
+    engines = {}
+    for frequencies, converter in (("paper", MarianConverter), ("marian", MarianPositions)):
+        converter = converter(npz, vocabularies)
+        output = converter.convert(str(root / frequencies))
+        engines[frequencies] = ctranslate2.Translator(output, device="cpu")
+    return engines
+
+
+@pytest.fixture(scope="session")
+def imported_npz(npz_directory):
+    """Our import of the .npz: `{"marian": default, "paper": sinusoid_frequencies="paper"}`."""
+    translators = {
+        "marian": import_marian(npz_directory),
+        "paper": import_marian(npz_directory, sinusoid_frequencies="paper"),
+    }
+    for translator in translators.values():
+        translator.extra_length = 40
+    return translators
+
+
+def _pieces(npz_directory, sentences):
+    processor = spm.SentencePieceProcessor(model_file=str(npz_directory / "source.spm"))
+    return [processor.encode(sentence, out_type=str) for sentence in sentences]
+
+
+def test_npz_import_equals_the_directory_import_but_positions_and_epsilon(
+    npz_directory, imported_npz, imported
+):
+    hf_translator, _ = imported
+    assert hf_translator.model.sinusoid_frequencies == "paper"
+    assert (
+        hf_translator.tokenizer.get_vocabulary()
+        == imported_npz["marian"].tokenizer.get_vocabulary()
+    )
+    for translator in imported_npz.values():  # the same weights, in the same order
+        assert translator.model.layer_norm_epsilon == 1e-6
+        for ours, theirs in zip(translator.model.weights, hf_translator.model.weights, strict=True):
+            np.testing.assert_array_equal(
+                keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs)
+            )
+    inputs = {
+        "encoder_inputs": np.array([[5, 9, 12, 3], [7, 8, 3, 0]], "int32"),
+        "decoder_inputs": np.array([[2, 14, 6, 20], [2, 30, 9, 0]], "int32"),
+    }
+    keep = inputs["decoder_inputs"] != 0
+
+    def logits(translator):
+        return keras.ops.convert_to_numpy(translator.model(inputs))[keep][:, 4:]
+
+    reference = logits(hf_translator)
+    paper = np.abs(logits(imported_npz["paper"]) - reference).max()
+    marian = np.abs(logits(imported_npz["marian"]) - reference).max()
+    print(
+        f"{BACKEND}: max |logit difference| to the directory import: paper frequencies "
+        f"{paper:.3g} (epsilon 1e-6 vs 1e-5), Marian's {marian:.3g}"
+    )
+    assert paper < 1e-3 and marian > 1e-2
+
+
+@pytest.mark.parametrize("frequencies", ["paper", "marian"])
+def test_npz_scores_equal_ctranslate2(npz_directory, imported_npz, ctranslate2_npz, frequencies):
+    translator, engine = imported_npz[frequencies], ctranslate2_npz[frequencies]
+    targets = [" ".join(TARGET_WORDS[i % 31] for i in range(n, n + 4)) for n in range(8)]
+    ours = translator.score(SOURCES[:8], targets)
+    theirs = engine.score_batch(
+        _pieces(npz_directory, SOURCES[:8]), [o.target_tokens[:-1] for o in ours]
+    )
+    tokens = max(
+        np.abs(np.array(o.token_scores) - np.array(t.log_probs)).max()
+        for o, t in zip(ours, theirs, strict=True)
+    )
+    print(
+        f"{BACKEND}, {frequencies} frequencies: max |token log-probability difference| "
+        f"to CTranslate2's score_batch = {tokens:.3g}"
+    )
+    assert tokens < 1e-3
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("frequencies", ["paper", "marian"])
+def test_npz_outputs_equal_ctranslate2(npz_directory, imported_npz, ctranslate2_npz, frequencies):
+    translator, engine = imported_npz[frequencies], ctranslate2_npz[frequencies]
+    pieces = _pieces(npz_directory, SOURCES)
+    # Beam search once, on the default import (measured: 16 of 16 with either table).
+    for beam_size in (1, 4) if frequencies == "marian" else (1,):
+        ours = translator.translate(SOURCES, beam_size=beam_size, alpha=0.0)
+        theirs = engine.translate_batch(
+            pieces,
+            beam_size=beam_size,
+            length_penalty=0.0,  # CTranslate2's default, 1, divides by the length
+            max_decoding_length=48,
+            min_decoding_length=0,
+        )
+        same = sum(
+            o.target_tokens[:-1] == t.hypotheses[0] for o, t in zip(ours, theirs, strict=True)
+        )
+        print(f"{frequencies} frequencies, beam {beam_size}: {same} of {len(SOURCES)} identical")
+        assert same == len(SOURCES)
+
+
+def _npz_variant(marian_directory, tmp_path, model_yml=None, arrays=None):
+    return write_npz_directory(
+        marian_directory, tmp_path / "opus", dict(MODEL_YML, **(model_yml or {})), arrays
+    )
+
+
+def _with_decoder_yml(change):
+    def apply(directory):
+        path = directory / "decoder.yml"
+        path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+    return apply
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "model_yml, arrays, change, message",
+    [
+        (None, {"decoder_l2_context_Wk": None}, None, "missing: decoder_l2_context_Wk"),
+        (
+            None,
+            {"encoder_l1_ffn_W1": np.zeros((16, 33), "float32")},
+            None,
+            r"wrong shape: encoder_l1_ffn_W1 \(16, 33\) \(expected \(16, 32\)\)",
+        ),
+        (None, {"Wpos": np.zeros((64, 16), "float32")}, None, "no place in the model: Wpos"),
+        (
+            {"transformer-postprocess": "da", "transformer-ffn-activation": "gelu"},
+            None,
+            None,
+            "transformer-postprocess='da' .*transformer-ffn-activation='gelu'",
+        ),
+        ({"tied-embeddings-all": False}, None, None, "tied-embeddings-all=false"),
+        ({"transformer-tied-layers": [1, 1]}, None, None, r"transformer-tied-layers=\[1, 1\]"),
+        (None, {"special:model.yml": np.frombuffer(b"type: [\0", "int8")}, None, "not valid YAML"),
+        (None, {"special:model.yml": None}, None, "holds no 'special:model.yml'"),
+        (
+            None,
+            None,
+            lambda d: (d / "opus.spm32k-spm32k.vocab.yml").write_text("a: 0\nb: 0\n"),
+            "distinct pieces",
+        ),
+        (None, None, lambda d: (d / "source.spm").unlink(), "lacks source.spm"),
+        (
+            None,
+            None,
+            lambda d: [(d / "decoder.yml").unlink(), (d / "second.npz").write_bytes(b"")],
+            "holds 2 Marian checkpoints",
+        ),
+        (
+            None,
+            None,
+            lambda d: next(d.glob("*.best-perplexity.npz")).write_bytes(b"junk"),
+            "cannot be read as a NumPy .npz",
+        ),
+    ],
+)
+def test_hostile_npz_gets_one_clear_error(
+    marian_directory, tmp_path, model_yml, arrays, change, message
+):
+    directory = _npz_variant(marian_directory, tmp_path, model_yml, arrays)
+    if change is not None:
+        change(directory)
+    with pytest.raises(ValueError, match=message):
+        import_marian(directory)
+
+
+@pytest.mark.one_backend
+def test_npz_import_command(npz_directory, marian_directory, tmp_path, capsys):
+    from keras_transformer import cli
+
+    # The .npz file as SRC, with its directory's vocabulary and SentencePiece models.
+    npz = next(npz_directory.glob("*.npz"))
+    output = tmp_path / "preset"
+    arguments = ["import", "--from", "marian", str(npz), str(output)]
+    assert cli.main([*arguments, "--sinusoid-frequencies", "paper"]) == 0
+    config = json.loads((output / "config.json").read_text())["config"]
+    assert (config["sinusoid_frequencies"], config["layer_norm_epsilon"]) == ("paper", 1e-6)
+    broken = _npz_variant(marian_directory, tmp_path, {"transformer-postprocess": "nda"})
+    capsys.readouterr()
+    assert cli.main(["import", "--from", "marian", str(broken), str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "transformer-postprocess='nda'" in error
+
+
+@pytest.mark.one_backend
+def test_npz_vocabulary_reads_like_ctranslate2(tmp_path):
+    """YAML's look-alikes of booleans, numbers and nulls stay pieces, as CTranslate2's own
+    line reader reads them."""
+    import yaml
+
+    ctranslate2 = pytest.importorskip("ctranslate2.converters.marian")
+    from keras_transformer.export import marian_npz
+
+    pieces = ["</s>", "<unk>", "yes", "no", "~", "null", "1", "0.5", "'", '"', ": a", "- b", "#"]
+    pieces += ["▁a", "[", "{", "&x", "*y", "?", "!tag", "%", "@", "`", "✓", "on", "True"]
+    path = tmp_path / "test.vocab.yml"
+    path.write_text(
+        yaml.safe_dump({p: i for i, p in enumerate(pieces)}, allow_unicode=True, sort_keys=False),
+        encoding="utf-8",
+    )
+    read = marian_npz.read_vocabulary(str(tmp_path), ["test.vocab.yml"])
+    assert sorted(read, key=read.get) == pieces == ctranslate2.load_vocab(str(path))

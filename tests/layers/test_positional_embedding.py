@@ -94,3 +94,25 @@ def test_configs_written_before_0_2_0_load():
     restored = PositionalEmbedding.from_config(config)
     assert restored.vocabulary_size == 11
     assert restored.get_config() == layer.get_config()
+
+
+def test_marian_frequencies_option():
+    """`sinusoid_frequencies="marian"`: 10000^(-i/(d/2 - 1)); files without the key (0.2.0,
+    0.3.0) load with the paper's, bit for bit as before."""
+    ids = np.array([[3, 4, 5]])
+    layer = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.0)
+    marian = PositionalEmbedding.from_config(
+        dict(layer.get_config(), sinusoid_frequencies="marian")
+    )
+    layer(ids), marian(ids)
+    marian.embeddings.assign(layer.embeddings)
+    angle = 2 * 10000 ** (-1 / 3)  # position 2, frequency 1 (d/2 - 1 = 3): dimension 2
+    assert to_numpy(marian(ids) - layer(ids))[0, 2, 2] == pytest.approx(
+        math.sin(angle) - math.sin(2 * 10000 ** (-2 / 8)), abs=1e-5
+    )
+    assert_config_round_trip(marian)
+    config = layer.get_config()
+    del config["sinusoid_frequencies"]
+    assert PositionalEmbedding.from_config(config).sinusoid_frequencies == "paper"
+    with pytest.raises(ValueError, match="sinusoid_frequencies='tatoeba'"):
+        PositionalEmbedding(vocabulary_size=10, d_model=8, sinusoid_frequencies="tatoeba")

@@ -160,3 +160,23 @@ def test_init_from_must_name_a_translator(tmp_path):
     os.makedirs(tmp_path / "best")
     shutil.copyfile(FIXTURE, tmp_path / "best" / "translator.keras")
     assert load_translator(tmp_path / "best").tokenizer.vocabulary_size() == 205
+
+
+def test_positions_and_output_bias_are_architecture():
+    """A [model] section must state an imported Marian model's positions and output bias:
+    fine-tuning with other sinusoids would silently change what every weight means."""
+    from keras_transformer import Transformer
+    from keras_transformer.training.fine_tune import check_architecture
+
+    sizes = dict(vocabulary_size=20, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    marian = Transformer(
+        **sizes, sinusoid_layout="halves", sinusoid_frequencies="marian", output_bias=True
+    )
+    check_architecture(Transformer.from_config(marian.get_config()), marian, "x")
+    message = (
+        r"\[model\] builds sinusoid_layout='interleaved', sinusoid_frequencies='paper', "
+        r"output_bias=False; the loaded model has sinusoid_layout='halves', "
+        r"sinusoid_frequencies='marian', output_bias=True"
+    )
+    with pytest.raises(ConfigError, match=message):
+        check_architecture(Transformer(**sizes), marian, "x")
