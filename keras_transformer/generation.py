@@ -226,10 +226,15 @@ def trim(sequence, end_id, pad_id):
     return tokens
 
 
+# `cross_attentions` pads the widths of its batches to multiples of this.
+ATTENTION_WIDTH_STEP = 8
+
+
 def cross_attention(model, start_id, source_ids, tokens):
     """Cross-attention probabilities with which `model` produced `tokens` from `source_ids`.
 
-    One uncached decoder pass over `[START] tokens[:-1]` (teacher forcing), for plotting.
+    One uncached decoder pass over `[START] tokens[:-1]` (teacher forcing), for plotting
+    (`cross_attentions` computes many in batches).
 
     Args:
         model: `keras_transformer.Transformer`.
@@ -241,17 +246,47 @@ def cross_attention(model, start_id, source_ids, tokens):
         float32 NumPy array `(num_decoder_layers, num_heads, len(tokens), len(source_ids))`,
         or `None` when `tokens` is empty.
     """
-    if not tokens:
-        return None
-    decoder_inputs = np.array([[start_id, *tokens[:-1]]], "int32")
-    with _backend.no_grad():
-        encoder_outputs, padding_mask = model.encode(
-            np.array([source_ids], "int32"), training=False
-        )
-        _, scores = model.decode(
-            decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
-        )
-    return np.stack([ops.convert_to_numpy(layer)[0] for layer in scores]).astype("float32")
+    return cross_attentions(model, start_id, [source_ids], [tokens], batch_size=1)[0]
+
+
+def cross_attentions(model, start_id, sources, targets, batch_size=32):
+    """`cross_attention` of each `(sources[i], targets[i])`, in padded batches of
+    `batch_size` pairs of similar lengths: one uncached decoder pass per batch.
+
+    Padding changes nothing: padded source positions are masked (attention 0, cut off), and
+    the padding after a target comes after every real position (causal self-attention).
+    Every batch has `batch_size` rows (the last repeats its first) and widths rounded up to
+    multiples of `ATTENTION_WIDTH_STEP`: few distinct shapes, which matters where each new
+    shape compiles its operations (JAX).
+
+    Returns:
+        A list with, for each pair, the array of `cross_attention` (`None` for empty tokens).
+    """
+    found = [None] * len(sources)
+    rows = sorted(
+        (row for row, tokens in enumerate(targets) if tokens),
+        key=lambda row: (len(sources[row]), len(targets[row])),
+    )
+    step = ATTENTION_WIDTH_STEP
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        source_width = -(-max(len(sources[row]) for row in batch) // step) * step
+        target_width = -(-max(len(targets[row]) for row in batch) // step) * step
+        padded_rows = batch + [batch[0]] * (batch_size - len(batch))
+        encoder_inputs = np.zeros((len(padded_rows), source_width), "int32")
+        decoder_inputs = np.zeros((len(padded_rows), target_width), "int32")
+        for index, row in enumerate(padded_rows):
+            encoder_inputs[index, : len(sources[row])] = sources[row]
+            decoder_inputs[index, : len(targets[row])] = [start_id, *targets[row][:-1]]
+        with _backend.no_grad():
+            encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
+            _, scores = model.decode(
+                decoder_inputs, encoder_outputs, padding_mask, return_attention_scores=True
+            )
+        stacked = np.stack([ops.convert_to_numpy(layer) for layer in scores]).astype("float32")
+        for index, row in enumerate(batch):
+            found[row] = stacked[:, index, :, : len(targets[row]), : len(sources[row])].copy()
+    return found
 
 
 class Generator:

@@ -193,7 +193,8 @@ def run_translation(
         extra_length: int. A translation has at most its source's bucket length +
             `extra_length` tokens.
         num_hypotheses: int or `None`, as in `Translator.translate`.
-        attention: callable `(source_ids, tokens) -> array`, to fill `Translation.attention`.
+        attention: callable `(list of source_ids, list of tokens) -> list of arrays` (one
+            call for every hypothesis: it batches them), to fill `Translation.attention`.
             Defaults to `None`.
         workers: int. Batches searched at once, each by its own thread (`search` must then be
             thread-safe). The results do not depend on it. Defaults to `1`.
@@ -264,12 +265,20 @@ def run_translation(
         preprocessor, [option[0] for index in sorted(found) for option in found[index]]
     )
     targets, results = preprocessor.targets, []
+    weights_of = {}  # (index, rank) -> the hypothesis' attention, all found in one call
+    if attention:
+        keys = [(index, rank) for index in sorted(found) for rank in range(len(found[index]))]
+        computed = attention(
+            [source_ids[index] for index, _ in keys],
+            [found[index][rank][0] for index, rank in keys],
+        )
+        weights_of = dict(zip(keys, computed, strict=True))
     for index, ids in enumerate(source_ids):
         source_tokens = [preprocessor.tokenizer.id_to_token(i) for i in ids]
         hypotheses = []
-        for tokens, score, *matrix in found.get(index, [([], 0.0)]):
+        for rank, (tokens, score, *matrix) in enumerate(found.get(index, [([], 0.0)])):
             target_tokens = [targets.id_to_token(i) for i in tokens]
-            weights = attention(ids, tokens) if attention else None
+            weights = weights_of.get((index, rank))
             translation = Translation(
                 text=next(texts) if index in found else "",
                 score=float(score),

@@ -15,7 +15,7 @@ import numpy as np
 
 from keras_transformer import _backend, _checks
 from keras_transformer.buckets import bucket_length
-from keras_transformer.generation import Generator, cross_attention, trim
+from keras_transformer.generation import Generator, cross_attentions, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
 from keras_transformer.models.transformer import Transformer
@@ -208,7 +208,10 @@ class Translator(keras.Model):
             _search, self, beam_size=beam_size, alpha=alpha, sampling=sampling, seed=seed
         )
         attention = functools.partial(
-            cross_attention, self.model, self.preprocessor.targets.start_id
+            cross_attentions,
+            self.model,
+            self.preprocessor.targets.start_id,
+            batch_size=self.batch_size,
         )
         workers = self.concurrent_batches or _backend.concurrent_searches(self.jit_compile)
         return run_translation(

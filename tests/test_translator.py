@@ -79,6 +79,24 @@ def test_translate_details_scores_and_attention(translator):
     np.testing.assert_allclose(translation.attention.sum(axis=-1), 1.0, atol=1e-5)
     greedy = translator.translate(["dos mil trescientos"], beam_size=1)[0]  # Greedy search.
     assert isinstance(greedy.score, float) and greedy.attention is None
+    # The attention of many hypotheses is computed in padded batches: the same as one
+    # teacher-forced pass per hypothesis, on sources and outputs of different lengths.
+    from keras_transformer.generation import cross_attention
+
+    sentences = ["dos", "dos mil trescientos", "", "cuarenta y dos mil uno", "tres"]
+    translations = translator.translate(sentences, return_attention=True, num_hypotheses=2)
+    start_id = translator.preprocessor.targets.start_id
+    compared = 0
+    for sentence, hypotheses in zip(sentences, translations, strict=True):
+        source_ids = translator.preprocessor.generate_preprocess([sentence])["encoder_inputs"]
+        for hypothesis in hypotheses:
+            alone = cross_attention(model, start_id, source_ids.to_list()[0], hypothesis.tokens)
+            if alone is None:
+                assert hypothesis.attention is None
+                continue
+            np.testing.assert_allclose(hypothesis.attention, alone, atol=1e-5)
+            compared += 1
+    assert compared >= 7
 
 
 def test_output_length_is_bounded_by_source_length_plus_extra(tokenizer):
