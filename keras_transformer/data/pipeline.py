@@ -129,6 +129,7 @@ def make_dataset(
     tokenize_batch_size=8192,
     vocabulary_size=None,
     target_vocabulary_size=None,
+    source_start_token=True,
 ):
     """Builds a bucketed, token-budgeted `tf.data.Dataset` from `(source, target)` pairs.
 
@@ -165,6 +166,8 @@ def make_dataset(
             names the first bad pair, position and id. Checked here, eagerly, because a
             compiled `fit` does not check ids. Defaults to `None` (no upper bound).
         target_vocabulary_size: int. The same bound for target ids. Defaults to `vocabulary_size`.
+        source_start_token: bool. Sources start with `[START]` (`pieces [END]` without it,
+            as a translator imported from Marian encodes them). Defaults to `True`.
 
     Returns:
         A `PipelineResult`; its `dataset` yields
@@ -225,7 +228,8 @@ def make_dataset(
         check_token_ids(start_id, size or _INT32_LIMIT, "start_id")
         check_token_ids(end_id, size or _INT32_LIMIT, "end_id")
 
-    encoder_inputs, _ = source_ids(source_pieces, start_id, end_id)  # [START] ... [END]
+    # [START] pieces [END] (or pieces [END]), as the translator's preprocessor encodes sources.
+    encoder_inputs, _ = source_ids(source_pieces, start_id if source_start_token else None, end_id)
     decoder_inputs, decoder_targets = target_ids(target_pieces, start_id, end_id)
     source_lengths = encoder_inputs.row_lengths().numpy()
     target_lengths = decoder_inputs.row_lengths().numpy()

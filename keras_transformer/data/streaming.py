@@ -64,6 +64,8 @@ def make_streaming_dataset(
     num_examples=0,
     sample=(),
     repeat=True,
+    target_tokenizer=None,
+    source_start_token=True,
 ):
     """Tokenized, length-bucketed, token-budgeted batches streamed from corpus files.
 
@@ -86,6 +88,8 @@ def make_streaming_dataset(
         sample: list of training pairs (e.g. the tokenizer's sample), tokenized to estimate
             the bucket counts of one pass and the pairs `max_length` drops. Defaults to `()`.
         repeat: bool. Defaults to `True`.
+        target_tokenizer: `Tokenizer` for the targets. Defaults to `None` (`tokenizer`).
+        source_start_token: bool. As in `make_dataset`. Defaults to `True`.
 
     Returns:
         A `PipelineResult` whose `bucket_counts`, `num_dropped` and `num_tokens` are estimates
@@ -107,6 +111,8 @@ def make_streaming_dataset(
     boundaries = check_bucket_boundaries(bucket_boundaries, max_length)
     batch_sizes = tuple(max(1, tokens_per_batch // length) for length in boundaries)
     start_id, end_id = tokenizer.start_id, tokenizer.end_id
+    source_start_id = start_id if source_start_token else None
+    target_tokenizer = target_tokenizer or tokenizer
     dataset = stream_pairs(corpora, keys_paths, threshold, seed=seed, repeat=repeat)
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -114,8 +120,10 @@ def make_streaming_dataset(
     def encode(sources, targets):
         from keras_transformer.text.preprocessor import source_ids, target_ids
 
-        encoder_inputs, _ = source_ids(tokenizer.tokenize(sources), start_id, end_id)
-        decoder_inputs, decoder_targets = target_ids(tokenizer.tokenize(targets), start_id, end_id)
+        encoder_inputs, _ = source_ids(tokenizer.tokenize(sources), source_start_id, end_id)
+        decoder_inputs, decoder_targets = target_ids(
+            target_tokenizer.tokenize(targets), start_id, end_id
+        )
         return encoder_inputs, decoder_inputs, decoder_targets
 
     def encode_and_filter(sources, targets):

@@ -220,10 +220,15 @@ def _load_corpus(data, work_dir, seed, progress):
     return splits
 
 
-def make_train_data(data, splits, tokenizer, tokens_per_batch, seed):
+def make_train_data(
+    data, splits, tokenizer, tokens_per_batch, seed, target_tokenizer=None, source_start_token=True
+):
     """The training stream of `load_splits`'s splits: `make_dataset` (in memory) or
-    `make_streaming_dataset`, repeated and seeded. Returns a `PipelineResult`."""
+    `make_streaming_dataset`, repeated and seeded (`target_tokenizer`, `source_start_token`:
+    as the translator being fine-tuned encodes its text). Returns a `PipelineResult`."""
     arguments = dict(
+        target_tokenizer=target_tokenizer,
+        source_start_token=source_start_token,
         tokens_per_batch=tokens_per_batch,
         max_length=data.max_length,
         seed=seed,

@@ -118,15 +118,33 @@ def load_run_tokenizer(config, paths, pairs, is_chief=True, initial=None):
 
 
 def initial_tokenizer(translator):
-    """The tokenizer a run fine-tuning `translator` trains with: its shared one."""
-    if translator.target_tokenizer is not None:
+    """The tokenizer a run fine-tuning `translator` trains with: its (source) tokenizer.
+
+    A translator with a target tokenizer of its own (one imported from Marian: two
+    SentencePiece models over one vocabulary) fine-tunes with both (`text_settings`), as
+    long as they share the model's one vocabulary; a `ConfigError` otherwise.
+    """
+    target = translator.target_tokenizer
+    if target is not None and target.get_vocabulary() != translator.tokenizer.get_vocabulary():
         raise ConfigError(
-            "`training.init_from` holds a translator with separate source and target "
-            "tokenizers; training runs share one vocabulary. Received: source vocabulary of "
-            f"{translator.tokenizer.vocabulary_size()} and target vocabulary of "
-            f"{translator.target_tokenizer.vocabulary_size()} pieces"
+            "`training.init_from` holds a translator whose source and target tokenizers have "
+            "different vocabularies; training runs use one vocabulary of ids for both. "
+            f"Received: source vocabulary of {translator.tokenizer.vocabulary_size()} and "
+            f"target vocabulary of {target.vocabulary_size()} pieces"
         )
     return translator.tokenizer
+
+
+def text_settings(translator):
+    """How a run fine-tuning `translator` (or `None`: a new model) encodes its text:
+    `{"target_tokenizer": Tokenizer or None, "source_start_token": bool}`, the translator's
+    own, so that training sees the ids that translation will."""
+    if translator is None:
+        return {"target_tokenizer": None, "source_start_token": True}
+    return {
+        "target_tokenizer": translator.target_tokenizer,
+        "source_start_token": translator.source_start_token,
+    }
 
 
 def check_architecture(model, loaded, init_from):

@@ -208,6 +208,7 @@ def _prepare_data(config, context, paths, report, splits, initial=None):
            + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     max_length = config.data.max_length
+    text = fine_tune.text_settings(initial)  # a fine-tuned translator's own encoding
     try:
         train_data = make_train_data(
             config.data,
@@ -215,6 +216,7 @@ def _prepare_data(config, context, paths, report, splits, initial=None):
             tokenizer,
             micro_batch_tokens(config.data.tokens_per_batch, accumulate),
             config.training.seed,
+            **text,
         )
     except ValueError as error:
         if not _all_too_long(error):
@@ -250,6 +252,7 @@ def _prepare_data(config, context, paths, report, splits, initial=None):
                 max_length=max_length,
                 bucket_boundaries=config.data.bucket_boundaries or None,
                 shuffle=False,
+                **text,
             ).dataset
         except ValueError as error:
             if not _all_too_long(error):
@@ -298,6 +301,7 @@ def _prepare_model(config, context, tokenizer, report, initial=None):
         max_source_length=config.data.max_length,
         extra_length=evaluation.extra_length,
         batch_size=evaluation.batch_size,
+        **fine_tune.text_settings(initial),
     )
     return model, eval_model, translator
 

@@ -93,6 +93,19 @@ def test_streaming_gives_the_in_memory_pairs_and_batches(tmp_path, tokenizer):
     assert rows(stream.dataset) == rows(memory.dataset)
     # The sample is every training pair here, so the estimates are exact.
     assert stream.bucket_counts == memory.bucket_counts and stream.num_dropped == memory.num_dropped
+    # A translator imported from Marian encodes sources as `pieces [END]` (no start token),
+    # with a target tokenizer of its own: both pipelines train on those ids.
+    text = dict(source_start_token=False, target_tokenizer=tokenizer)
+    memory = make_dataset(in_memory.splits.train, tokenizer, shuffle=False, **options, **text)
+    stream = make_streaming_dataset(
+        corpora, streamed.keys_paths, streamed.threshold, tokenizer, shuffle_buffer=0,
+        repeat=False, **options, **text,
+    )  # fmt: skip
+    found = rows(stream.dataset)
+    assert found == rows(memory.dataset) and found
+    for encoder, decoder, _ in found:
+        assert encoder[0] != tokenizer.start_id and encoder[-1] == tokenizer.end_id
+        assert decoder[0] == tokenizer.start_id
 
 
 def test_corpora_are_mixed_by_weight(tmp_path):
