@@ -600,8 +600,17 @@ def _export_in_subprocess(translator, path, jit_compile, options):
 
 
 def _child_error(stderr):
-    """The `OSError` or `ValueError` that `_CHILD` reported on its last line of `stderr`."""
-    fields = json.loads(stderr.strip().splitlines()[-1])
+    """The `OSError` or `ValueError` that `_CHILD` reported on its line of `stderr` (the last
+    one that holds it: TensorFlow may log more as the process ends)."""
+    for line in reversed(stderr.strip().splitlines()):
+        try:
+            fields = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(fields, dict) and {"type", "errno", "message"} <= set(fields):
+            break
+    else:
+        return RuntimeError(f"Exporting under the TensorFlow backend failed:\n{stderr[-4000:]}")
     if fields["type"] == "ValueError":
         return ValueError(fields["message"])
     if fields["errno"] is not None:
