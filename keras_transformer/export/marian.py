@@ -55,7 +55,7 @@ import time
 import numpy as np
 from keras import ops
 
-from keras_transformer.export.marian_npz import is_marian_npz, read_marian_npz
+from keras_transformer.export.marian_npz import is_marian_npz, read_marian_npz, read_sizes
 from keras_transformer.files import atomic_directory
 from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
@@ -272,19 +272,18 @@ def _architecture(config, source):
         "pad_token_id"
     ):
         problems.append("decoder_start_token_id differs from pad_token_id")
-    sizes = {}
-    for ours, theirs in (
-        ("vocabulary_size", "vocab_size"),
-        ("num_layers", "encoder_layers"),
-        ("num_decoder_layers", "decoder_layers"),
-        ("d_model", "d_model"),
-        ("num_heads", "encoder_attention_heads"),
-        ("ff_dim", "encoder_ffn_dim"),
-    ):
-        value = config.get(theirs)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{theirs}={value!r} (expected a positive int)")
-        sizes[ours] = value
+    sizes = read_sizes(
+        config,
+        (
+            ("vocabulary_size", "vocab_size"),
+            ("num_layers", "encoder_layers"),
+            ("num_decoder_layers", "decoder_layers"),
+            ("d_model", "d_model"),
+            ("num_heads", "encoder_attention_heads"),
+            ("ff_dim", "encoder_ffn_dim"),
+        ),
+        problems,
+    )
     if problems:
         raise ValueError(
             f"config.json describes a model that does not map onto keras-transformer's "

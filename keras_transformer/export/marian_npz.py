@@ -283,18 +283,17 @@ def _config(marian, arrays, vocabulary, decoder, source):
             "tied-embeddings-all=false (separate source, target or output embeddings: only "
             "one shared matrix maps)"
         )
-    sizes = {}
-    for ours, key in (
-        ("d_model", "dim-emb"),
-        ("encoder_layers", "enc-depth"),
-        ("decoder_layers", "dec-depth"),
-        ("heads", "transformer-heads"),
-        ("ffn_dim", "transformer-dim-ffn"),
-    ):
-        value = marian.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{key}={value!r} (expected a positive int)")
-        sizes[ours] = value
+    sizes = read_sizes(
+        marian,
+        (
+            ("d_model", "dim-emb"),
+            ("encoder_layers", "enc-depth"),
+            ("decoder_layers", "dec-depth"),
+            ("heads", "transformer-heads"),
+            ("ffn_dim", "transformer-dim-ffn"),
+        ),
+        problems,
+    )
     decoder_ffn = marian.get("transformer-decoder-dim-ffn", 0)
     if decoder_ffn not in (0, sizes["ffn_dim"]):
         problems.append(
@@ -394,3 +393,15 @@ def _weights(arrays, marian, config, source):
     bias = weights.pop("final_logits_bias", np.zeros(vocabulary_size, "float32"))
     weights["final_logits_bias"] = np.concatenate([bias, [0.0]]).astype("float32")[None]
     return weights
+
+
+def read_sizes(settings, names, problems):
+    """`{ours: settings[theirs]}` for the `(ours, theirs)` pairs of `names`; each value that is
+    not a positive int is added to the list `problems`, named as `settings` spells it."""
+    sizes = {}
+    for ours, theirs in names:
+        value = settings.get(theirs)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{theirs}={value!r} (expected a positive int)")
+        sizes[ours] = value
+    return sizes
