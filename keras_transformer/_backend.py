@@ -264,16 +264,17 @@ def _torch_tensor_type():
     return torch.Tensor
 
 
-def update_cache(cache, index, updates):
-    """`cache` with `updates` written along axis 1 from position `index`, or `None`.
+def update_cache(cache, index, updates, axis=1):
+    """`cache` with `updates` written along `axis` from position `index`, or `None`.
 
     PyTorch: one out-of-place `index_copy` (Keras' `slice_update` with a tensor start builds
     index grids and scatters: about ten small operations per cache and step).
 
     Args:
-        cache: `(batch, max_length, ...)` tensor.
+        cache: tensor, `max_length` positions on `axis`.
         index: int32 scalar tensor, the first position written.
-        updates: `(batch, length, ...)` tensor of the cache's dtype.
+        updates: tensor of the cache's dtype and shape, but `length` positions on `axis`.
+        axis: int. The positions' axis. Defaults to `1`.
 
     Returns:
         A new tensor on PyTorch (the input cache is left as it was); `None` elsewhere, where
@@ -283,8 +284,36 @@ def update_cache(cache, index, updates):
         return None
     import torch
 
-    positions = torch.arange(updates.shape[1], device=cache.device) + index
-    return cache.index_copy(1, positions, updates)
+    positions = torch.arange(updates.shape[axis], device=cache.device) + index
+    return cache.index_copy(axis, positions, updates)
+
+
+def write_group_positions(caches, index, max_length, updates):
+    """The by-head decoding caches of `MultiHeadAttention` with a step's keys and values
+    written, in one `index_copy` each on PyTorch; `None` elsewhere (XLA updates in place,
+    one slice per row of the group).
+
+    Args:
+        caches: `(keys (h, b, dk, group * max_length), values (h, b, group * max_length, dv))`.
+        index: int32 scalar tensor, the first position written.
+        max_length: int. Positions per row of a group.
+        updates: `(keys (h, b, dk, group, q), values (h, b, group, q, dv))`.
+
+    Returns:
+        The two new caches, or `None`.
+    """
+    if keras.backend.backend() != "torch":
+        return None
+    import torch
+
+    keys, values = caches
+    new_keys, new_values = updates
+    group, q_len = new_values.shape[2], new_values.shape[3]
+    offsets = torch.arange(group, device=keys.device)[:, None] * max_length
+    positions = (offsets + torch.arange(q_len, device=keys.device)[None] + index).reshape(-1)
+    new_keys = new_keys.reshape(*new_keys.shape[:3], group * q_len).to(keys.dtype)
+    new_values = new_values.reshape(*new_values.shape[:2], group * q_len, -1).to(values.dtype)
+    return keys.index_copy(3, positions, new_keys), values.index_copy(2, positions, new_values)
 
 
 # === Cross-entropy ===

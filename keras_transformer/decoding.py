@@ -49,16 +49,18 @@ class BeamCache(NamedTuple):
     """A beam-search cache in two parts: one reordered with the hypotheses, one left in place.
 
     `beam_search` gathers the rows of every leaf of a plain cache whenever it reselects the
-    alive hypotheses. A `BeamCache` asks it to gather `hypotheses` only: `slots` keeps its
-    rows where they are (row `b * beam_size + k` stays beam slot `k` of example `b`, whichever
+    alive hypotheses. A `BeamCache` asks it to gather `hypotheses` only (given, like a plain
+    cache, as for one beam: the search repeats its rows `beam_size` times); `slots` is given
+    for all `batch * beam_size` hypotheses, in whatever layout `next_logits` reads, and the
+    search never repeats, reorders or reads it: slot rows stay where they are (row `b * beam_size + k` stays beam slot `k` of example `b`, whichever
     hypothesis holds it). A `next_logits` that records in `hypotheses` which slot holds each
     position of a hypothesis' past can then read that past where it was written, instead of
     having the search copy it from row to row at every step (see
     `keras_transformer.generation.cached_next_logits`).
     """
 
-    hypotheses: Any  # pytree of tensors, (batch * beam) rows: reordered with the beams
-    slots: Any  # pytree of tensors, (batch * beam) rows: never reordered
+    hypotheses: Any  # pytree of tensors, batch rows (repeated per beam): reordered with the beams
+    slots: Any  # pytree of tensors for all batch * beam rows, any layout: passed on untouched
 
 
 class Sampling(NamedTuple):
@@ -351,7 +353,7 @@ def beam_search(
     The cache is expanded to `batch * beam_size` rows (each example repeated `beam_size`
     times, row `b * beam_size + k` is beam `k` of example `b`) and its rows are gathered
     along axis 0 whenever the alive beams are reselected, so every row always belongs to the
-    hypothesis it decodes. A `BeamCache` has only its `hypotheses` part gathered.
+    hypothesis it decodes. A `BeamCache` has only its `hypotheses` part repeated and gathered.
 
     Args:
         next_logits: callable `(tokens, cache, index) -> (logits, new_cache)`, see the module
@@ -550,7 +552,7 @@ def beam_search(
             ops.zeros((batch_size, beam_size), "float32"),
             ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
         ),
-        cache=keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), cache),
+        cache=_repeat_rows(cache, beam_size),
         finished_sequences=empty_sequences,
         finished_scores=ops.full((batch_size, beam_size), _INVALID_LOG_PROB, "float32"),
         finished_flags=ops.zeros((batch_size, beam_size), "bool"),
@@ -643,6 +645,18 @@ def _check_seed(seed, sampling):
     if state is None:
         state = generator.state.value
     return generator, ops.cast(state, generator.state.dtype)
+
+
+def _repeat_rows(cache, beam_size):
+    """`cache` with each row repeated `beam_size` times (of `hypotheses` only for a
+    `BeamCache`: its `slots` already hold every hypothesis)."""
+
+    def repeat(tree):
+        return keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), tree)
+
+    if isinstance(cache, BeamCache):
+        return BeamCache(repeat(cache.hypotheses), cache.slots)
+    return repeat(cache)
 
 
 def _reorder(cache, rows):

@@ -120,7 +120,7 @@ def generate(
     )
 
 
-def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
+def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1, by_head=True):
     """Encodes `encoder_inputs`: the `(next_logits, cache)` that `decoding`'s searches take.
 
     `next_logits` runs `model.decode_step` on one token. The cache, which the searches carry
@@ -137,11 +137,20 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
     beam reads the keys/values of all `beam_size` slots of its source, masked to its own past
     (`MultiHeadAttention`'s grouped cache): a step costs `beam_size` times the (small)
     attention arithmetic of a reordered cache, and no copy of the whole cache.
+
+    `by_head=True` (the default) keeps the keys and values in `MultiHeadAttention`'s decoding
+    layout (heads first, `init_cache(group=beam_size)`), which a step reads without
+    transposing the cache (on TensorFlow's XLA those copies were 40 % of a Bible beam-search
+    step). Such a cache has no batch axis 0: with `beam_size=1` it serves `greedy_search`,
+    which never reorders. `by_head=False` gives the batch-major cache, which any search may
+    reorder (`beam_search` over the `beam_size=1` cache reorders it).
     """
     encoder_outputs, padding_mask = model.encode(encoder_inputs, training=False)
     # Built once here, not at every step: the cross-attention masks (in the cache) and
     # the position encodings.
-    layers = model.init_cache(encoder_outputs, max_new_tokens, padding_mask)
+    layers = model.init_cache(
+        encoder_outputs, max_new_tokens, padding_mask, group=beam_size if by_head else None
+    )
     encodings = model.decoding_encodings(max_new_tokens)
     cross = [layer["cross"] for layer in layers]
     own = [layer["self"] for layer in layers]
@@ -157,6 +166,8 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
 
     if beam_size == 1:
         return step, own
+    if not by_head:  # The slots of every hypothesis (the by-head cache holds them already).
+        own = keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), own)
     positions = ops.arange(max_new_tokens, dtype="int32")  # (max_new_tokens,)
     slot_ids = ops.arange(beam_size, dtype="int32")[None, :, None]  # (1, beam, 1)
 
@@ -174,7 +185,7 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1):
 
     rows = ops.shape(encoder_inputs)[0]
     history = ops.zeros((rows, max_new_tokens), "int32")  # repeated per beam by the search
-    return next_logits, BeamCache(history, own)
+    return next_logits, BeamCache(history, own)  # `own`: beam_size rows per source already
 
 
 def generate_uncached_greedy(

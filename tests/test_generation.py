@@ -104,7 +104,7 @@ def test_next_logits_rows_grouped_by_source_match_a_repeated_batch():
     # keys/values and the padding mask stay one row per source (not in the gathered cache).
     model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE)
     inputs = np.array([[5, 6, 7, 8], [9, 10, 0, 0]], "int32")
-    next_logits, cache = cached_next_logits(model, inputs, max_new_tokens=3)
+    next_logits, cache = cached_next_logits(model, inputs, max_new_tokens=3, by_head=False)
     repeated_logits, repeated_cache = cached_next_logits(
         model, np.repeat(inputs, 3, axis=0), max_new_tokens=3
     )
@@ -140,7 +140,10 @@ def test_beam_search_reading_ancestors_in_place_equals_reordering_the_cache(
     start_tokens = np.full((len(inputs),), START_ID, "int32")
     found = []
     for group in (1, 4):
-        next_logits, cache = cached_next_logits(model, inputs, max_new_tokens, beam_size=group)
+        # Group 1: the batch-major cache, reordered by the search; group 4: in place, by head.
+        next_logits, cache = cached_next_logits(
+            model, inputs, max_new_tokens, beam_size=group, by_head=group > 1
+        )
         sequences, scores = beam_search(
             next_logits, cache, start_tokens, max_new_tokens, END_ID, beam_size=4, alpha=0.6
         )
@@ -157,7 +160,7 @@ def test_beam_size_one_equals_greedy(copy_model, copy_generator, copy_test_input
     inputs, _ = copy_test_inputs
     greedy, greedy_scores = copy_generator(inputs, beam_size=1)
     max_new_tokens = inputs.shape[1] + 4
-    next_logits, cache = cached_next_logits(copy_model, inputs, max_new_tokens)
+    next_logits, cache = cached_next_logits(copy_model, inputs, max_new_tokens, by_head=False)
     start_tokens = np.full((len(inputs),), START_ID, "int32")
     beam, beam_scores = beam_search(
         next_logits, cache, start_tokens, max_new_tokens, END_ID, beam_size=1, alpha=0.0

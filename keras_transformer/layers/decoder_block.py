@@ -146,18 +146,23 @@ class DecoderBlock(ResidualBlock):
             results += ({"self": self_cache[0], "cross": cache["cross"]},)
         return results[0] if len(results) == 1 else results
 
-    def init_cache(self, context, max_length, context_padding_mask=None):
+    def init_cache(self, context, max_length, context_padding_mask=None, group=None):
         """Decoding cache: empty self-attention keys/values of `max_length` positions and
         the cross-attention keys/values of `context`, computed once.
 
         With `context_padding_mask` (`(batch, context_length)`, `True` at real positions),
         the cross-attention mask is also built once and kept in the cache: calls with this
         cache then ignore `context_padding_mask` (the cache's mask is the same one).
+
+        With `group` (an int), both caches take `MultiHeadAttention`'s decoding layout
+        (`init_cache(group=...)`, `precompute_cache(by_head=True)`), which steps read without
+        a transpose: the self-attention cache holds `group` rows per source (the beams of
+        beam search, consecutive, with a `group * max_length` self-attention mask).
         """
         batch_size = keras.ops.shape(context)[0]
         return {
-            "self": self.self_attention.init_cache(batch_size, max_length),
+            "self": self.self_attention.init_cache(batch_size, max_length, group=group),
             "cross": self.cross_attention.precompute_cache(
-                context, value_mask=context_padding_mask
+                context, value_mask=context_padding_mask, by_head=group is not None
             ),
         }

@@ -11,15 +11,47 @@ from keras_transformer.layers.masking import ensure_attendable, large_negative_n
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
 
-def _update_cache(cache, index, heads):
-    """`cache` `(batch, max_len, heads, dim)` with `heads` `(batch, q_len, heads, dim)`
-    written at positions `index .. index + q_len - 1` (a new tensor)."""
+def _update_cache(cache, index, heads, axis=1):
+    """`cache` with `heads` written along `axis` at positions `index .. index + q_len - 1`
+    (`heads` has the cache's shape but `q_len` on `axis`; a new tensor). The batch-major
+    cache is `(batch, max_len, heads, dim)`, `axis=1`."""
     heads = _backend.cast_like(heads, cache)
-    updated = _backend.update_cache(cache, index, heads)
+    updated = _backend.update_cache(cache, index, heads, axis=axis)
     if updated is not None:
         return updated
     zero = ops.zeros((), "int32")
-    return ops.slice_update(cache, [zero, index, zero, zero], heads)
+    start = [zero] * len(cache.shape)
+    start[axis] = index
+    return ops.slice_update(cache, start, heads)
+
+
+def _attention_mask(q_len, k_len, key_mask, attention_mask, use_causal_mask, query_offset):
+    """The merged boolean mask `(batch or 1, 1, q_len, k_len)`, every query row allowed at
+    least one key (a causal mask alone always allows key 0)."""
+    mask = merge_masks(
+        q_len,
+        k_len,
+        key_mask=key_mask,
+        attention_mask=attention_mask,
+        use_causal_mask=use_causal_mask,
+        query_offset=query_offset,
+    )
+    if key_mask is not None or attention_mask is not None or not use_causal_mask:
+        mask = ensure_attendable(mask)
+    return mask
+
+
+def _check_no_other_mask(key_mask, attention_mask, use_causal_mask):
+    """A cache that holds the mask of its keys takes no other mask."""
+    if key_mask is not None or attention_mask is not None or use_causal_mask:
+        raise ValueError(
+            "This `cache` holds the mask of its keys (`precompute_cache` was "
+            "given `value_mask`): pass no `value_mask`, `key_mask`, "
+            "`attention_mask` or `use_causal_mask` with it. Received: "
+            f"value_mask/key_mask={key_mask is not None}, "
+            f"attention_mask={attention_mask is not None}, "
+            f"use_causal_mask={use_causal_mask}"
+        )
 
 
 def _cache_group(attention_mask, max_len):
@@ -203,6 +235,11 @@ class MultiHeadAttention(keras.layers.Layer):
         if key_mask is None:
             key_mask = value_mask
         query_heads = self._split_heads(call_sublayer(self.query_dense, query), self._key_dim)  # (b, q, h, dk)
+        if cache is not None and "key_by_head" in cache:
+            return self._call_by_head(
+                query_heads, value, key, key_mask, attention_mask, use_causal_mask,
+                return_attention_scores, training, cache, cache_index,
+            )  # fmt: skip
         query_batch, q_len = _backend.dims(query)[:2]
         query_offset = 0
         grouped = False
@@ -221,15 +258,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_mask = _backend.reshape(attention_mask, (key_batch, q_len, -1))
             if "mask" in cache:
                 # The mask of the keys, merged once by `precompute_cache(value_mask=...)`.
-                if key_mask is not None or attention_mask is not None or use_causal_mask:
-                    raise ValueError(
-                        "This `cache` holds the mask of its keys (`precompute_cache` was "
-                        "given `value_mask`): pass no `value_mask`, `key_mask`, "
-                        "`attention_mask` or `use_causal_mask` with it. Received: "
-                        f"value_mask/key_mask={key_mask is not None}, "
-                        f"attention_mask={attention_mask is not None}, "
-                        f"use_causal_mask={use_causal_mask}"
-                    )
+                _check_no_other_mask(key_mask, attention_mask, use_causal_mask)
                 precomputed_mask = cache["mask"]
         else:
             if value is None:
@@ -276,17 +305,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if precomputed_mask is not None:
             mask = precomputed_mask  # (batch, 1, 1, k_len)
         else:
-            mask = merge_masks(
-                q_len,
-                k_len,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask,
-                query_offset=query_offset,
-            )
-            if key_mask is not None or attention_mask is not None or not use_causal_mask:
-                # A causal mask alone always allows key 0.
-                mask = ensure_attendable(mask)  # (batch or 1, 1, q_len, k_len)
+            mask = _attention_mask(
+                q_len, k_len, key_mask, attention_mask, use_causal_mask, query_offset
+            )  # (batch or 1, 1, q_len, k_len)
         use_dropout = bool(training) and self.dropout > 0
         scores = None
         # The fused kernels need equal key and value head sizes on some backends.
@@ -340,15 +361,139 @@ class MultiHeadAttention(keras.layers.Layer):
         outputs = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)  # (b, q, h, dv)
         return outputs, probs
 
-    def init_cache(self, batch_size, max_length, dtype=None):
-        """Zero self-attention cache `{"key", "value"}` of `max_length` positions."""
+    def _call_by_head(
+        self,
+        query_heads,
+        value,
+        key,
+        key_mask,
+        attention_mask,
+        use_causal_mask,
+        return_attention_scores,
+        training,
+        cache,
+        cache_index,
+    ):
+        """`call` with a cache in the decoding layout (`init_cache(group=...)`,
+        `precompute_cache(by_head=True)`): keys `(heads, batch, key_dim, group * max_len)`,
+        values `(heads, batch, group * max_len, value_dim)`, key `j * max_len + p` being
+        position `p` of row `j` of the group.
+
+        Batched matrix products want their batch dimensions first and, for the keys, the
+        contracted `key_dim` before the positions: in this layout the cache is read as it
+        is, where the batch-major one is transposed (copied) by every step (TensorFlow's
+        XLA spent 40 % of a Bible beam-search step on those copies). The rows of a group
+        (the beams of one source) share one cache row, whose `group * max_len` keys all of
+        them attend over, masked. A step writes each row's new key and value with its own
+        in-place update (`group` of them): one update of a reshaped view was fused twice by
+        XLA, copying the cache."""
+        query_rows, q_len = _backend.dims(query_heads)[:2]
+        heads, key_dim, value_dim = self.num_heads, self._key_dim, self._value_dim
+        keys, values = cache["key_by_head"], cache["value_by_head"]
+        batch, k_len = _backend.dims(values)[1:3]
+        group = query_rows // batch
+        new_cache, query_offset = None, 0
+        if cache_index is not None:
+            if value is None:
+                raise ValueError("`value` is required with `cache_index`.")
+            key = value if key is None else key
+            key_rows = self._split_heads(call_sublayer(self.key_dense, key), key_dim)
+            value_rows = self._split_heads(call_sublayer(self.value_dense, value), value_dim)
+            max_len = k_len // group
+            if group != _cache_group(attention_mask, max_len):
+                raise ValueError(
+                    f"This cache holds {group} rows per source: `attention_mask` must span "
+                    f"{group} * max_len = {k_len} keys. Received: attention_mask.shape="
+                    f"{None if attention_mask is None else tuple(attention_mask.shape)}"
+                )
+            index = ops.cast(cache_index, "int32")
+            # (batch * group, q, h, d) -> per row j of the group, keys (h, batch, d, q) and
+            # values (h, batch, q, d), written at positions j * max_len + index ...
+            key_rows = _backend.reshape(key_rows, (batch, group, q_len, heads, key_dim))
+            value_rows = _backend.reshape(value_rows, (batch, group, q_len, heads, value_dim))
+            written = _backend.write_group_positions(
+                (keys, values),
+                index,
+                max_len,
+                (ops.transpose(key_rows, (3, 0, 4, 1, 2)), ops.transpose(value_rows, (3, 0, 1, 2, 4))),
+            )  # PyTorch: one index_copy per tensor
+            if written is not None:
+                keys, values = written
+            for row in range(group if written is None else 0):
+                start = index + row * max_len
+                keys = _update_cache(keys, start, ops.transpose(key_rows[:, row], (2, 0, 3, 1)), axis=3)
+                values = _update_cache(
+                    values, start, ops.transpose(value_rows[:, row], (2, 0, 1, 3)), axis=2
+                )
+            new_cache = {"key_by_head": keys, "value_by_head": values}
+            if group > 1:  # The group mask alone decides (it forbids later positions).
+                use_causal_mask, key_mask = False, None
+            elif not use_causal_mask:
+                written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
+                written = ops.broadcast_to(written[None], (query_rows, max_len))
+                key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+            query_offset = index
+        # The queries of a cache row's `group` rows together: (h, batch, group * q, dk).
+        queries = _backend.reshape(query_heads, (batch, -1, heads, key_dim))
+        rows_q = _backend.dims(queries)[1]
+        queries = ops.transpose(queries, (2, 0, 1, 3))
+        if "mask" in cache:
+            _check_no_other_mask(key_mask, attention_mask, use_causal_mask)
+            mask = cache["mask"]  # (batch, 1, 1, k_len)
+        else:
+            if attention_mask is not None:
+                attention_mask = _backend.reshape(attention_mask, (batch, rows_q, k_len))
+            mask = _attention_mask(
+                rows_q, k_len, key_mask, attention_mask, use_causal_mask, query_offset
+            )
+        # (batch or 1, 1, q, k) -> (1, batch or 1, q, k): a reshape, the heads axis has size 1.
+        mask = _backend.reshape(mask, (1, -1, *_backend.dims(mask)[2:]))
+        scale = 1.0 / math.sqrt(key_dim)
+        logits = ops.matmul(queries, _backend.cast_like(keys, queries))  # (h, batch, gq, k)
+        logits = ops.where(mask, ops.cast(logits, "float32") * scale, large_negative_number("float32"))
+        probs = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
+        dropped = call_sublayer(self.dropout_layer, probs, training=training)
+        outputs = ops.matmul(dropped, _backend.cast_like(values, queries))  # (h, batch, gq, dv)
+        outputs = ops.transpose(outputs, (1, 2, 0, 3))  # (batch, gq, h, dv)
+        outputs = _backend.reshape(outputs, (query_rows, q_len, heads * value_dim))
+        results = (call_sublayer(self.output_dense, outputs),)
+        if return_attention_scores:
+            # (h, batch, group * q, k) -> (batch * group, h, q, k)
+            scores = _backend.reshape(probs, (heads, query_rows, q_len, k_len))
+            results += (ops.transpose(scores, (1, 0, 2, 3)),)
+        results += (cache if new_cache is None else new_cache,)  # as the batch-major path
+        return results
+
+    def init_cache(self, batch_size, max_length, dtype=None, group=None):
+        """Zero self-attention cache of `max_length` positions.
+
+        Args:
+            batch_size: int. Rows of the cache (sources, with `group`).
+            max_length: int. Positions.
+            dtype: the cache's dtype. Defaults to the layer's compute dtype.
+            group: optional int `>= 1`. Defaults to `None`: the batch-major cache
+                `{"key", "value"}`, `(batch_size, max_length, heads, dim)`. An int asks for
+                the decoding layout, `{"key_by_head": (heads, batch_size, key_dim, group *
+                max_length), "value_by_head": (heads, batch_size, group * max_length,
+                value_dim)}` (row `j` of a group at keys `j * max_length ...`), which a
+                step reads without a transpose: `batch_size * group` query rows, each `group` consecutive ones (the beams of one source, with an
+                `attention_mask` of `group * max_length` keys) sharing a cache row.
+        """
         dtype = dtype or self.compute_dtype
+        heads = self.num_heads
+        if group is not None:
+            return {
+                "key_by_head": ops.zeros((heads, batch_size, self._key_dim, group * max_length), dtype),
+                "value_by_head": ops.zeros(
+                    (heads, batch_size, group * max_length, self._value_dim), dtype
+                ),
+            }
         return {
-            "key": ops.zeros((batch_size, max_length, self.num_heads, self._key_dim), dtype),
-            "value": ops.zeros((batch_size, max_length, self.num_heads, self._value_dim), dtype),
+            "key": ops.zeros((batch_size, max_length, heads, self._key_dim), dtype),
+            "value": ops.zeros((batch_size, max_length, heads, self._value_dim), dtype),
         }
 
-    def precompute_cache(self, value, key=None, value_mask=None):
+    def precompute_cache(self, value, key=None, value_mask=None, by_head=False):
         """Projects `value` (and `key`) once into a cache for cross-attention.
 
         Args:
@@ -358,18 +503,28 @@ class MultiHeadAttention(keras.layers.Layer):
                 cache then also holds the attention mask built from it (`"mask"`), which
                 calls with this cache use instead of rebuilding it each decoding step (they
                 must then pass no `value_mask`). Defaults to `None`.
+            by_head: bool. The decoding layout of `init_cache(group=...)`:
+                `"key_by_head"` `(heads, batch, key_dim, v_len)`, `"value_by_head"`
+                `(heads, batch, v_len, value_dim)`; queries may then have `group * batch`
+                rows. Defaults to `False`.
 
         Returns:
             `{"key": (batch, v_len, heads, key_dim), "value": (batch, v_len, heads,
-            value_dim)}`, and `"mask"`: bool `(batch, 1, 1, v_len)` with `value_mask`.
+            value_dim)}` (or the `by_head` layout), and `"mask"`: bool `(batch, 1, 1,
+            v_len)` with `value_mask`.
         """
         key = value if key is None else key
-        cache = {
-            "key": self._split_heads(self.key_dense(key), self._key_dim),
-            "value": self._split_heads(self.value_dense(value), self._value_dim),
-        }
+        keys = self._split_heads(self.key_dense(key), self._key_dim)
+        values = self._split_heads(self.value_dense(value), self._value_dim)
+        if by_head:
+            cache = {
+                "key_by_head": ops.transpose(keys, (2, 0, 3, 1)),
+                "value_by_head": ops.transpose(values, (2, 0, 1, 3)),
+            }
+        else:
+            cache = {"key": keys, "value": values}
         if value_mask is not None:
-            v_len = _backend.dims(cache["key"])[1]
+            v_len = _backend.dims(keys)[1]
             cache["mask"] = ensure_attendable(merge_masks(1, v_len, key_mask=value_mask))
         return cache
 

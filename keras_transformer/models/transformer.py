@@ -324,13 +324,15 @@ class Transformer(keras.Model):
         )
         return (logits, scores) if return_attention_scores else logits
 
-    def init_cache(self, encoder_outputs, max_length, encoder_padding_mask=None):
+    def init_cache(self, encoder_outputs, max_length, encoder_padding_mask=None, group=None):
         """Decoding cache: per decoder layer, empty self-attention keys/values of
         `max_length` positions and the cross-attention keys/values, computed once; with
         `encoder_padding_mask` (from `encode`), also the cross-attention mask, built once
-        instead of at every `decode_step`."""
+        instead of at every `decode_step`. With `group` (an int), the layout steps read
+        without a transpose, `group` consecutive decoder rows per source
+        (`DecoderBlock.init_cache`); the searches of `keras_transformer.generation` use it."""
         return [
-            block.init_cache(encoder_outputs, max_length, encoder_padding_mask)
+            block.init_cache(encoder_outputs, max_length, encoder_padding_mask, group=group)
             for block in self.decoder_blocks
         ]
 

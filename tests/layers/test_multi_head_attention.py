@@ -213,6 +213,68 @@ def test_slot_cache_read_through_a_group_mask_matches_a_gathered_cache(fused, mo
         layer(x, x, cache=slots, cache_index=index, attention_mask=np.ones((6, 1, 7), bool))
 
 
+def _by_head(slots, group):
+    """A batch-major slot cache `{"key", "value"}` `(sources * group, max_len, heads, dim)`
+    in the by-head layout of `init_cache(group=...)`."""
+    keys, values = to_numpy(slots["key"]), to_numpy(slots["value"])
+    rows, max_len, heads, dim = keys.shape
+    keys = keys.reshape(rows // group, group, max_len, heads, dim).transpose(3, 0, 4, 1, 2)
+    values = values.reshape(rows // group, group, max_len, heads, dim).transpose(3, 0, 1, 2, 4)
+    return {
+        "key_by_head": keys.reshape(heads, rows // group, dim, group * max_len),
+        "value_by_head": values.reshape(heads, rows // group, group * max_len, dim),
+    }
+
+
+def test_the_by_head_cache_attends_as_the_batch_major_one():
+    # The decoding layout (heads first, keys transposed, a group's rows side by side) is
+    # read without a transpose; it must give the batch-major cache's results: step by step
+    # (causal), through a group mask (beam search in place), and precomputed (cross).
+    rng = np.random.default_rng(6)
+    layer = MultiHeadAttention(num_heads=2)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    cache = layer.init_cache(2, 5, group=1)
+    assert tuple(cache["key_by_head"].shape) == (2, 2, 4, 5)
+    for index in range(5):
+        step, cache = layer(
+            x[:, index : index + 1], x[:, index : index + 1], use_causal_mask=True,
+            cache=cache, cache_index=index,
+        )  # fmt: skip
+        np.testing.assert_allclose(to_numpy(step)[:, 0], full[:, index], atol=1e-5)
+    group, max_len, index = 3, 5, 3
+    query = rng.normal(size=(2 * group, 1, 8)).astype("float32")
+    slots = {
+        name: rng.normal(size=(2 * group, max_len, 2, 4)).astype("float32")
+        for name in ("key", "value")
+    }
+    ancestry = rng.integers(0, group, size=(2 * group, max_len))
+    ancestry[:, index] = np.arange(2 * group) % group
+    mask = (ancestry[:, None, :] == np.arange(group)[None, :, None]) & (np.arange(max_len) <= index)
+    mask = mask.reshape(2 * group, 1, -1)
+    expected, expected_slots = layer(query, query, cache=slots, cache_index=index, attention_mask=mask)
+    found, found_slots = layer(
+        query, query, cache=_by_head(slots, group), cache_index=index, attention_mask=mask
+    )
+    np.testing.assert_allclose(to_numpy(found), to_numpy(expected), atol=1e-5)
+    for name, leaf in _by_head(expected_slots, group).items():
+        np.testing.assert_allclose(to_numpy(found_slots[name]), leaf, atol=1e-6)
+    with pytest.raises(ValueError, match="3 rows per source"):
+        layer(query, query, cache=_by_head(slots, group), cache_index=index)
+    value_mask = np.array([[1] * 6, [1] * 2 + [0] * 4], bool)
+    context = rng.normal(size=(2, 6, 8)).astype("float32")
+    batch_major = layer(
+        query, cache=layer.precompute_cache(context, value_mask=value_mask),
+        return_attention_scores=True,
+    )  # fmt: skip
+    by_head = layer(
+        query, cache=layer.precompute_cache(context, value_mask=value_mask, by_head=True),
+        return_attention_scores=True,
+    )  # fmt: skip
+    for found, expected in zip(by_head[:2], batch_major[:2], strict=True):  # outputs, scores
+        np.testing.assert_allclose(to_numpy(found), to_numpy(expected), atol=1e-5)
+
+
 def test_config_symbolic_and_errors():
     layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, dropout=0.1, seed=4)
     x = np.zeros((2, 3, 8), "float32")
