@@ -7,12 +7,24 @@ with the `translator.keras` of a `make bible` run through
 - the string SavedModel the run exported (`saved_model`, TensorFlow only),
 - CTranslate2 float32 and int8 (`ct2-float32`, `ct2-int8`; exported here from the same weights),
 
-all with beam 4 and the translator's length penalty. Every engine runs in its own process, one
-after the other (two engines sharing the two cores would measure each other), and reports the
-wall time of its first call (compilation included) and of a second, warm call, sentences and
-target tokens per second of the warm call, its peak resident memory, and the BLEU (sacrebleu)
-of its output against the references. Target tokens are the target tokenizer's word pieces of
-each output, counted the same way for every engine.
+each through four tasks (`--tasks`):
+
+- `translate`: beam 4 and the translator's length penalty;
+- `prefix`: the same search continuing the first word of each reference, forced as a target
+  prefix (interactive translation);
+- `sampling`: top-10 sampling (temperature 1, seed 0; back-translation's recipe), one sample
+  per verse;
+- `score`: the log probability of each reference given its source (forced decoding).
+
+The SavedModel has no sampling or scoring signature: those rows say so. Every engine runs in
+its own process, one after the other (two engines sharing the two cores would measure each
+other), and reports for each task the wall time of its first call (compilation included) and
+of a second, warm call, the process CPU time of the warm call, verses and target tokens per
+second of the warm call, the peak resident memory of the process, and the BLEU (sacrebleu) of
+its output against the references. Target tokens are the target tokenizer's word pieces of
+each output (of each reference for `score`), counted the same way for every engine. For
+`score`, "Same" counts the verses whose log probability is within 1e-3 of the first engine's,
+and the BLEU column gives the largest difference instead.
 
 ```
 make bible                                   # writes runs/bible/translator.keras
@@ -36,8 +48,11 @@ import time
 from datetime import UTC, datetime
 
 ENGINES = ("keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8")
+TASKS = ("translate", "prefix", "sampling", "score")
+SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
+# What the SavedModel's signatures cannot do.
+UNSUPPORTED = {("saved_model", "sampling"), ("saved_model", "score")}
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-SAVED_MODEL_BATCH = 64
 
 
 def test_pairs(limit):
@@ -47,13 +62,44 @@ def test_pairs(limit):
     return pairs[:limit] if limit else pairs
 
 
-def run_engine(engine, run_dir, sources, beam_size, threads, workdir, concurrent_batches=None):
-    """Runs in the child process: returns the engine's timings and translations."""
+def first_words(references):
+    """The target prefix of each verse: the first word of its reference."""
+    return [reference.split()[0] if reference.split() else "" for reference in references]
+
+
+def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, workdir,
+               concurrent_batches=None):  # fmt: skip
+    """Runs in the child process: `{task: (first_s, second_s, second_cpu_s, outputs)}`."""
     if engine.startswith("keras-"):
-        return _keras_engine(run_dir, sources, beam_size, concurrent_batches)
-    if engine == "saved_model":
-        return _saved_model_engine(run_dir, sources)
-    return _ct2_engine(engine.split("-", 1)[1], run_dir, sources, beam_size, threads, workdir)
+        from keras_transformer.translator import Translator
+
+        translator = Translator.load(os.path.join(run_dir, "translator.keras"))
+        translator.concurrent_batches = concurrent_batches
+    elif engine == "saved_model":
+        from keras_transformer.engines import SavedModelTranslator
+
+        translator = SavedModelTranslator(os.path.join(run_dir, "saved_model"))
+    else:
+        translator = _ct2_translator(engine.split("-", 1)[1], run_dir, threads, workdir)
+    calls = {
+        "translate": lambda: translator.translate(sources, beam_size=beam_size),
+        "prefix": lambda: translator.translate(
+            sources, beam_size=beam_size, target_prefix=first_words(references)
+        ),
+        "sampling": lambda: translator.translate(sources, beam_size=1, **SAMPLING),
+        "score": lambda: translator.score(sources, references),
+    }
+    results = {}
+    for task in tasks:
+        if (engine, task) in UNSUPPORTED:
+            continue
+        first, second, cpu, outputs = _timed_twice(calls[task])
+        if task == "score":
+            outputs = [scoring.score for scoring in outputs]
+        else:
+            outputs = [translation.text for translation in outputs]
+        results[task] = (first, second, cpu, outputs)
+    return results
 
 
 def _timed_twice(translate):
@@ -61,51 +107,19 @@ def _timed_twice(translate):
     translate()
     first = time.perf_counter() - start
     start, cpu = time.perf_counter(), time.process_time()
-    texts = translate()
-    return first, time.perf_counter() - start, time.process_time() - cpu, texts
+    outputs = translate()
+    return first, time.perf_counter() - start, time.process_time() - cpu, outputs
 
 
-def _keras_engine(run_dir, sources, beam_size, concurrent_batches):
-    from keras_transformer.translator import Translator
-
-    translator = Translator.load(os.path.join(run_dir, "translator.keras"))
-    translator.concurrent_batches = concurrent_batches
-    return _timed_twice(
-        lambda: [t.text for t in translator.translate(sources, beam_size=beam_size)]
-    )
-
-
-def _saved_model_engine(run_dir, sources):
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
-
-    model = tf.saved_model.load(os.path.join(run_dir, "saved_model"))
-    serve = model.signatures["serving_default"]
-    # A server batches requests of similar length: sorted batches of SAVED_MODEL_BATCH.
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-
-    def translate():
-        texts = [None] * len(sources)
-        for start in range(0, len(order), SAVED_MODEL_BATCH):
-            rows = order[start : start + SAVED_MODEL_BATCH]
-            outputs = serve(inputs=tf.constant([sources[i] for i in rows]))
-            for i, text in zip(rows, outputs["translations"].numpy()):
-                texts[i] = text.decode("utf-8")
-        return texts
-
-    return _timed_twice(translate)
-
-
-def _ct2_engine(quantization, run_dir, sources, beam_size, threads, workdir):
+def _ct2_translator(quantization, run_dir, threads, workdir):
     from keras_transformer.engines import CTranslate2Translator
     from keras_transformer.export import export_ctranslate2
 
     directory = os.path.join(workdir, f"ct2_{quantization}")
-    export_ctranslate2(os.path.join(run_dir, "translator.keras"), directory, quantization=quantization)
-    translator = CTranslate2Translator(directory, intra_threads=threads)
-    return _timed_twice(
-        lambda: [t.text for t in translator.translate(sources, beam_size=beam_size)]
+    export_ctranslate2(
+        os.path.join(run_dir, "translator.keras"), directory, quantization=quantization
     )
+    return CTranslate2Translator(directory, intra_threads=threads)
 
 
 def child(args):
@@ -114,20 +128,25 @@ def child(args):
 
         torch.set_num_threads(args.threads)
     with open(args.sources, encoding="utf-8") as file:
-        sources = json.load(file)
-    first, second, second_cpu, texts = run_engine(
+        sources, references = json.load(file)
+    results = run_engine(
         args.engine,
         args.run,
         sources,
+        references,
+        args.tasks,
         args.beam_size,
         args.threads,
         args.workdir,
         args.concurrent_batches,
     )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {"first_s": first, "second_s": second, "second_cpu_s": second_cpu}
+    found = {
+        task: {"first_s": first, "second_s": second, "second_cpu_s": cpu, "outputs": outputs}
+        for task, (first, second, cpu, outputs) in results.items()
+    }
     with open(args.output, "w", encoding="utf-8") as file:
-        json.dump({**result, "peak_rss_mib": peak_rss_mib, "texts": texts}, file)
+        json.dump({"peak_rss_mib": peak_rss_mib, "tasks": found}, file)
 
 
 def parent(args):
@@ -145,11 +164,11 @@ def parent(args):
 
     matmul = matmul_timer("tensorflow")
     args.matmul_gflops = [matmul()]
-    rows, first_texts = [], None
+    rows, firsts = [], {}  # firsts: task -> the first engine's outputs
     with tempfile.TemporaryDirectory() as workdir:
         sources_path = os.path.join(workdir, "sources.json")
         with open(sources_path, "w", encoding="utf-8") as file:
-            json.dump(sources, file)
+            json.dump([sources, references], file)
         for engine in args.engines:
             output = os.path.join(workdir, f"{engine}.json")
             backend = engine.split("-", 1)[1] if engine.startswith("keras-") else "tensorflow"
@@ -158,35 +177,61 @@ def parent(args):
                 sys.executable, os.path.abspath(__file__), "--child", "--engine", engine,
                 "--run", args.run, "--sources", sources_path, "--output", output,
                 "--beam-size", str(args.beam_size), "--threads", str(args.threads),
-                "--workdir", workdir,
+                "--workdir", workdir, "--tasks", *args.tasks,
             ]  # fmt: skip
             if args.concurrent_batches:
                 command += ["--concurrent-batches", str(args.concurrent_batches)]
-            print(f"{engine}: translating {len(sources)} sentences ...", flush=True)
+            print(f"{engine}: {len(sources)} verses, tasks {' '.join(args.tasks)} ...", flush=True)
             subprocess.run(command, env=env, check=True)
             with open(output, encoding="utf-8") as file:
                 result = json.load(file)
-            texts = result.pop("texts")
-            first_texts = first_texts or texts  # the first engine's outputs
-            tokens = int(target_tokenizer.tokenize(texts).flat_values.shape[0])
-            result.update(
-                engine=engine,
-                sentences_per_s=len(texts) / result["second_s"],
-                target_tokens_per_s=tokens / result["second_s"],
-                bleu=sacrebleu.corpus_bleu(texts, [references]).score,
-                same_as_first=sum(a == b for a, b in zip(texts, first_texts, strict=True)),
-            )
-            rows.append(result)
-            print(format_row(result), flush=True)
+            for task in args.tasks:
+                found = result["tasks"].get(task)
+                row = {"engine": engine, "task": task, "peak_rss_mib": result["peak_rss_mib"]}
+                if found is None:
+                    rows.append(row)
+                    print(format_row(row), flush=True)
+                    continue
+                outputs = found.pop("outputs")
+                first = firsts.setdefault(task, outputs)
+                row.update(found)
+                if task == "score":
+                    texts = references
+                    differences = [abs(a - b) for a, b in zip(outputs, first, strict=True)]
+                    row.update(
+                        score_difference=max(differences),
+                        same_as_first=sum(difference <= 1e-3 for difference in differences),
+                        mean_log_prob=sum(outputs) / len(outputs),
+                    )
+                else:
+                    texts = outputs
+                    row.update(
+                        bleu=sacrebleu.corpus_bleu(texts, [references]).score,
+                        same_as_first=sum(a == b for a, b in zip(texts, first, strict=True)),
+                    )
+                tokens = int(target_tokenizer.tokenize(texts).flat_values.shape[0])
+                row.update(
+                    sentences_per_s=len(texts) / row["second_s"],
+                    target_tokens_per_s=tokens / row["second_s"],
+                )
+                rows.append(row)
+                print(format_row(row), flush=True)
     args.matmul_gflops.append(matmul())
     write_results(args, rows, len(sources))
 
 
 def format_row(row):
+    if "second_s" not in row:
+        return f"| {row['engine']} | {row['task']} | not offered by this engine | | | | | | | |"
+    quality = (
+        f"{row['score_difference']:.1e} (mean {row['mean_log_prob']:.2f})"
+        if row["task"] == "score"
+        else f"{row['bleu']:.2f}"
+    )
     return (
-        f"| {row['engine']} | {row['first_s']:.1f} | {row['second_s']:.1f} | "
+        f"| {row['engine']} | {row['task']} | {row['first_s']:.1f} | {row['second_s']:.1f} | "
         f"{row['second_cpu_s']:.1f} | {row['sentences_per_s']:.1f} | "
-        f"{row['target_tokens_per_s']:.0f} | {row['peak_rss_mib']:.0f} | {row['bleu']:.2f} | "
+        f"{row['target_tokens_per_s']:.0f} | {row['peak_rss_mib']:.0f} | {quality} | "
         f"{row['same_as_first']} |"
     )
 
@@ -200,11 +245,14 @@ def write_results(args, rows, num_sentences):
         f"{machine_description()}. fp32 matmul (TensorFlow, 1024x1024) "
         f"{args.matmul_gflops[0]:.0f} GFLOP/s before, {args.matmul_gflops[1]:.0f} after. "
         f"Keras engines: concurrent_batches={args.concurrent_batches or 'default'}. "
-        f"Same: outputs identical to the first engine's ({rows[0]['engine']}).",
+        f"Same: outputs identical to the first engine's ({rows[0]['engine']}); for score, "
+        "log probabilities within 1e-3 of its, and the BLEU column gives the largest "
+        "difference (and the mean log probability). Peak RSS: of the engine's process, all "
+        "tasks.",
         "",
-        "| Engine | First call (s) | Second call (s) | Second call, process CPU (s) "
-        "| Sentences/s | Target tokens/s | Peak RSS (MiB) | BLEU | Same |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| Engine | Task | First call (s) | Second call (s) | Second call, process CPU (s) "
+        "| Verses/s | Target tokens/s | Peak RSS (MiB) | BLEU | Same |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     table = "\n".join(header + [format_row(row) for row in rows]) + "\n"
     print(table)
@@ -219,6 +267,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="runs/bible", help="a `make bible` run directory")
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="first N test verses (0: all)")
@@ -249,7 +298,9 @@ def main():
     if args.threads < 1:
         parser.error(f"--threads must be >= 1. Received: --threads={args.threads}")
     if not os.path.isfile(os.path.join(args.run, "translator.keras")):
-        parser.error(f"--run must name a training run with a translator.keras. Received: --run={args.run}")
+        parser.error(
+            f"--run must name a training run with a translator.keras. Received: --run={args.run}"
+        )
     if args.child:
         child(args)
     else:
