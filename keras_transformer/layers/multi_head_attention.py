@@ -377,7 +377,8 @@ class MultiHeadAttention(keras.layers.Layer):
         """`call` with a cache in the decoding layout (`init_cache(group=...)`,
         `precompute_cache(by_head=True)`): keys `(heads, batch, key_dim, group * max_len)`,
         values `(heads, batch, group * max_len, value_dim)`, key `j * max_len + p` being
-        position `p` of row `j` of the group.
+        position `p` of row `j` of the group (`init_cache`'s `"group"`, `(group,)`, says how
+        many rows; a precomputed cache is shared by any number).
 
         Batched matrix products want their batch dimensions first and, for the keys, the
         contracted `key_dim` before the positions: in this layout the cache is read as it
@@ -391,9 +392,9 @@ class MultiHeadAttention(keras.layers.Layer):
         heads, key_dim, value_dim = self.num_heads, self._key_dim, self._value_dim
         keys, values = cache["key_by_head"], cache["value_by_head"]
         batch, k_len = _backend.dims(values)[1:3]
-        group = query_rows // batch
         new_cache, query_offset = None, 0
         if cache_index is not None:
+            group = int(cache["group"].shape[0])  # static, whatever the batch size
             if value is None:
                 raise ValueError("`value` is required with `cache_index`.")
             key = value if key is None else key
@@ -425,7 +426,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 values = _update_cache(
                     values, start, ops.transpose(value_rows[:, row], (2, 0, 1, 3)), axis=2
                 )
-            new_cache = {"key_by_head": keys, "value_by_head": values}
+            new_cache = {"key_by_head": keys, "value_by_head": values, "group": cache["group"]}
             if group > 1:  # The group mask alone decides (it forbids later positions).
                 use_causal_mask, key_mask = False, None
             elif not use_causal_mask:
@@ -475,7 +476,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 `{"key", "value"}`, `(batch_size, max_length, heads, dim)`. An int asks for
                 the decoding layout, `{"key_by_head": (heads, batch_size, key_dim, group *
                 max_length), "value_by_head": (heads, batch_size, group * max_length,
-                value_dim)}` (row `j` of a group at keys `j * max_length ...`), which a
+                value_dim), "group": (group,)}` (row `j` of a group at keys `j *
+                max_length ...`; `group` only holds its size, statically), which a
                 step reads without a transpose: `batch_size * group` query rows, each `group` consecutive ones (the beams of one source, with an
                 `attention_mask` of `group * max_length` keys) sharing a cache row.
         """
@@ -487,6 +489,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 "value_by_head": ops.zeros(
                     (heads, batch_size, group * max_length, self._value_dim), dtype
                 ),
+                # Its static length is the group size, which a step cannot always infer
+                # (a SavedModel's batch size is not known when it is traced).
+                "group": ops.zeros((group,), "int32"),
             }
         return {
             "key": ops.zeros((batch_size, max_length, heads, self._key_dim), dtype),

@@ -223,6 +223,7 @@ def _by_head(slots, group):
     return {
         "key_by_head": keys.reshape(heads, rows // group, dim, group * max_len),
         "value_by_head": values.reshape(heads, rows // group, group * max_len, dim),
+        "group": np.zeros((group,), "int32"),
     }
 
 
@@ -257,7 +258,7 @@ def test_the_by_head_cache_attends_as_the_batch_major_one():
         query, query, cache=_by_head(slots, group), cache_index=index, attention_mask=mask
     )
     np.testing.assert_allclose(to_numpy(found), to_numpy(expected), atol=1e-5)
-    for name, leaf in _by_head(expected_slots, group).items():
+    for name, leaf in _by_head(expected_slots, group).items():  # "group" unchanged too
         np.testing.assert_allclose(to_numpy(found_slots[name]), leaf, atol=1e-6)
     with pytest.raises(ValueError, match="3 rows per source"):
         layer(query, query, cache=_by_head(slots, group), cache_index=index)
