@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # `make test XDIST=` runs in one process.
 XDIST ?= -n 2 --dist loadfile
 
-.PHONY: install test test-fast lint demo bible docs notebooks dist-check clean
+.PHONY: install test test-fast lint demo bible docs docs-run notebooks dist-check clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ demo: $(VENV)/.installed
 # then test BLEU (sacrebleu). Running it again continues a run the budget stopped.
 bible: $(VENV)/.installed
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/bible.toml --minutes $${MINUTES:-60}
+
+# Every Python block of README.md and docs/ run as written, the pages that take minutes
+# included (tests/test_docs_run.py; `make test` skips those two).
+docs-run: $(VENV)/.installed
+	KT_DOCS_RUN=all KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q tests/test_docs_run.py
 
 # Builds the sdist and wheel into dist/, installs the wheel with [jax] and with [tensorflow]
 # into clean virtual environments and smoke-tests each outside the checkout.

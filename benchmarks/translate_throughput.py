@@ -16,7 +16,8 @@ each through four tasks (`--tasks`):
   per verse;
 - `score`: the log probability of each reference given its source (forced decoding).
 
-The SavedModel has no sampling or scoring signature: those rows say so. Every engine runs in
+The SavedModel has no sampling or scoring signature: those rows say so; it gets requests of
+64 verses of similar length, as a server batching its requests would send. Every engine runs in
 its own process, one after the other (two engines sharing the two cores would measure each
 other), and reports for each task the wall time of its first call (compilation included) and
 of a second, warm call, the process CPU time of the warm call, verses and target tokens per
@@ -38,6 +39,7 @@ The table is printed and written to `benchmarks/results/translate_throughput.md`
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -52,6 +54,7 @@ TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
 # What the SavedModel's signatures cannot do.
 UNSUPPORTED = {("saved_model", "sampling"), ("saved_model", "score")}
+SAVED_MODEL_BATCH = 64  # the SavedModel's requests (sorted by length)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -81,9 +84,12 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
         translator = SavedModelTranslator(os.path.join(run_dir, "saved_model"))
     else:
         translator = _ct2_translator(engine.split("-", 1)[1], run_dir, threads, workdir)
+    translate = translator.translate
+    if engine == "saved_model":
+        translate = functools.partial(_requests, translator)
     calls = {
-        "translate": lambda: translator.translate(sources, beam_size=beam_size),
-        "prefix": lambda: translator.translate(
+        "translate": lambda: translate(sources, beam_size=beam_size),
+        "prefix": lambda: translate(
             sources, beam_size=beam_size, target_prefix=first_words(references)
         ),
         "sampling": lambda: translator.translate(sources, beam_size=1, **SAMPLING),
@@ -100,6 +106,22 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
             outputs = [translation.text for translation in outputs]
         results[task] = (first, second, cpu, outputs)
     return results
+
+
+def _requests(translator, sources, target_prefix=None, **options):
+    """A server's way to a SavedModel: requests of `SAVED_MODEL_BATCH` verses of similar
+    length (sorted), in the order of `sources` again."""
+    order = sorted(range(len(sources)), key=lambda row: len(sources[row]))
+    found = [None] * len(sources)
+    for start in range(0, len(order), SAVED_MODEL_BATCH):
+        rows = order[start : start + SAVED_MODEL_BATCH]
+        prefixes = None if target_prefix is None else [target_prefix[row] for row in rows]
+        batch = [sources[row] for row in rows]
+        for row, result in zip(
+            rows, translator.translate(batch, target_prefix=prefixes, **options)
+        ):
+            found[row] = result
+    return found
 
 
 def _timed_twice(translate):

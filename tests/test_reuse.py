@@ -1,5 +1,9 @@
 """Our layers inside a user's own Keras models: train, save, reload."""
 
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -56,3 +60,23 @@ def test_encoder_block_in_user_classifier_trains_and_round_trips(build, tmp_path
     np.testing.assert_allclose(to_numpy(reloaded(ids)), to_numpy(model(ids)), atol=1e-6)
     # The reloaded model keeps training.
     reloaded.fit(ids, labels, batch_size=32, epochs=1, verbose=0)
+
+
+@pytest.mark.one_backend
+def test_loading_without_the_import_fails_with_the_message_the_docs_quote(tmp_path):
+    """Keras' "Could not locate class" (docs/troubleshooting.md) names our package in the
+    config it prints, and the import is all the fix needs."""
+    path = tmp_path / "classifier.keras"
+    functional_classifier().save(path)
+    script = "import keras, sys; keras.saving.load_model(sys.argv[1])"
+    failed = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=False
+    )
+    assert failed.returncode == 1
+    message = failed.stderr.strip().splitlines()[-1]
+    assert message.startswith("TypeError: Could not locate class 'PositionalEmbedding'.")
+    assert "'registered_name': 'keras_transformer>PositionalEmbedding'" in message
+    docs = (pathlib.Path(__file__).parents[1] / "docs" / "troubleshooting.md").read_text()
+    assert "TypeError: Could not locate class 'PositionalEmbedding'." in docs
+    fixed = "import keras, keras_transformer, sys; keras.saving.load_model(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", fixed, str(path)], check=True, capture_output=True)
