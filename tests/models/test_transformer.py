@@ -110,7 +110,20 @@ def test_cached_steps_follow_the_dtype_policy_and_mask_padded_sources(policy):
     generator = Generator(model, start_id=1, end_id=2, extra_length=6)
     cached, _ = generator(SOURCE, beam_size=1)
     uncached, _ = generator.uncached_greedy(SOURCE)
-    np.testing.assert_array_equal(cached, uncached)
+    # Token-identical, except after a step whose two best logits are a near-tie at half
+    # precision (an untrained model; the cached step sums in another order: seen once in
+    # bfloat16 on JAX, at the last of 13 tokens). Each cached logit is within 0.05 of the
+    # reference's (checked above), so a flip needs a reference gap of at most 0.1.
+    for row in range(len(SOURCE)):
+        found, expected = cached[row, 0], uncached[row, 0]
+        differ = np.flatnonzero(found != expected)
+        if differ.size == 0:
+            continue
+        step = int(differ[0])
+        prefix = np.concatenate([[1], expected[:step]])[None].astype("int32")
+        logits = to_numpy(model.decode(prefix, encoded[row : row + 1], mask[row : row + 1]))
+        gap = logits[0, step, expected[step]] - logits[0, step, found[step]]
+        assert abs(gap) <= 0.1, (row, step, gap)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
