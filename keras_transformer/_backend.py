@@ -297,7 +297,8 @@ def write_group_positions(caches, index, max_length, updates):
         caches: `(keys (h, b, dk, group * max_length), values (h, b, group * max_length, dv))`.
         index: int32 scalar tensor, the first position written.
         max_length: int. Positions per row of a group.
-        updates: `(keys (h, b, dk, group, q), values (h, b, group, q, dv))`.
+        updates: `(keys (b, group, q, h, dk), values (b, group, q, h, dv))`, the step's
+            rows (transposed here, on PyTorch only).
 
     Returns:
         The two new caches, or `None`.
@@ -307,7 +308,8 @@ def write_group_positions(caches, index, max_length, updates):
     import torch
 
     keys, values = caches
-    new_keys, new_values = updates
+    new_keys = updates[0].permute(3, 0, 4, 1, 2)  # (h, b, dk, group, q)
+    new_values = updates[1].permute(3, 0, 1, 2, 4)  # (h, b, group, q, dv)
     group, q_len = new_values.shape[2], new_values.shape[3]
     offsets = torch.arange(group, device=keys.device)[:, None] * max_length
     positions = (offsets + torch.arange(q_len, device=keys.device)[None] + index).reshape(-1)

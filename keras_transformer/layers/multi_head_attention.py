@@ -41,6 +41,14 @@ def _attention_mask(q_len, k_len, key_mask, attention_mask, use_causal_mask, que
     return mask
 
 
+def _written_keys(key_mask, max_len, index, q_len, rows):
+    """`key_mask` (or none) restricted to the cache positions written so far,
+    `< index + q_len`: `(rows, max_len)`."""
+    written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
+    written = ops.broadcast_to(written[None], (rows, max_len))
+    return written if key_mask is None else ops.logical_and(key_mask, written)
+
+
 def _check_no_other_mask(key_mask, attention_mask, use_causal_mask):
     """A cache that holds the mask of its keys takes no other mask."""
     if key_mask is not None or attention_mask is not None or use_causal_mask:
@@ -298,9 +306,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 elif not use_causal_mask:
                     # Only positions written so far are valid keys (the causal mask, which
                     # allows keys up to index + q_len - 1, implies it).
-                    written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
-                    written = ops.broadcast_to(written[None], (query_batch, max_len))
-                    key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+                    key_mask = _written_keys(key_mask, max_len, index, q_len, query_batch)
         k_len = _backend.dims(key_heads)[1]
         if precomputed_mask is not None:
             mask = precomputed_mask  # (batch, 1, 1, k_len)
@@ -412,15 +418,11 @@ class MultiHeadAttention(keras.layers.Layer):
             # values (h, batch, q, d), written at positions j * max_len + index ...
             key_rows = _backend.reshape(key_rows, (batch, group, q_len, heads, key_dim))
             value_rows = _backend.reshape(value_rows, (batch, group, q_len, heads, value_dim))
-            written = _backend.write_group_positions(
-                (keys, values),
-                index,
-                max_len,
-                (ops.transpose(key_rows, (3, 0, 4, 1, 2)), ops.transpose(value_rows, (3, 0, 1, 2, 4))),
-            )  # PyTorch: one index_copy per tensor
-            if written is not None:
-                keys, values = written
-            for row in range(group if written is None else 0):
+            # PyTorch: one index_copy per tensor.
+            updated = _backend.write_group_positions((keys, values), index, max_len, (key_rows, value_rows))
+            if updated is not None:
+                keys, values = updated
+            for row in range(group if updated is None else 0):
                 start = index + row * max_len
                 keys = _update_cache(keys, start, ops.transpose(key_rows[:, row], (2, 0, 3, 1)), axis=3)
                 values = _update_cache(
@@ -430,9 +432,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if group > 1:  # The group mask alone decides (it forbids later positions).
                 use_causal_mask, key_mask = False, None
             elif not use_causal_mask:
-                written = ops.less(ops.arange(max_len, dtype="int32"), index + q_len)
-                written = ops.broadcast_to(written[None], (query_rows, max_len))
-                key_mask = written if key_mask is None else ops.logical_and(key_mask, written)
+                key_mask = _written_keys(key_mask, max_len, index, q_len, query_rows)
             query_offset = index
         # The queries of a cache row's `group` rows together: (h, batch, group * q, dk).
         queries = _backend.reshape(query_heads, (batch, -1, heads, key_dim))
