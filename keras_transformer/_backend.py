@@ -484,6 +484,12 @@ def compile_inference(function, variables, jit_compile, on_trace=None):
     return function
 
 
+def compiles_shapes(jit_compile):
+    """Whether a search with this `jit_compile` compiles one program per input shape
+    (XLA on TensorFlow, `jax.jit`), as opposed to PyTorch's or an uncompiled eager search."""
+    return bool(jit_compile) and keras.backend.backend() in ("tensorflow", "jax")
+
+
 def concurrent_searches(jit_compile):
     """How many compiled searches a `Translator` runs at once by default.
 
@@ -492,7 +498,7 @@ def concurrent_searches(jit_compile):
     search already spreads each operation over `torch.get_num_threads()` threads, and an
     uncompiled search holds the GIL between operations, so both run one at a time.
     """
-    if jit_compile and keras.backend.backend() in ("tensorflow", "jax"):
+    if compiles_shapes(jit_compile):
         return max(1, min(2, os.cpu_count() or 1))
     return 1
 

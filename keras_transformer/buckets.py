@@ -97,6 +97,40 @@ def bucket_length(length, boundaries):
     )
 
 
+def merge_buckets(buckets, max_ratio, shapes=()):
+    """Searches several buckets at one padded length, so a compiled search compiles fewer
+    shapes.
+
+    From the longest bucket down, a bucket is searched at the shortest length already chosen
+    (one of `shapes`, or of a longer bucket of `buckets`) that is at most `max_ratio` times
+    its own length, else at its own length, which is then chosen too.
+
+    Args:
+        buckets: iterable of int, the bucket lengths to search.
+        max_ratio: float `>= 1`. The longest padding accepted, as a multiple of the bucket
+            (`1`: no merging).
+        shapes: iterable of int. Lengths already compiled (earlier calls), reused first.
+
+    Returns:
+        dict `{bucket: length}`, each `length >= bucket`.
+
+    Example:
+
+    >>> merge_buckets([24, 32, 48, 64, 96], max_ratio=2)
+    {96: 96, 64: 96, 48: 96, 32: 32, 24: 32}
+    >>> merge_buckets([24, 32], max_ratio=2, shapes=[48])
+    {32: 48, 24: 48}
+    """
+    if isinstance(max_ratio, bool) or not isinstance(max_ratio, numbers.Real) or not max_ratio >= 1:
+        raise ValueError(f"`max_ratio` must be a number >= 1. Received: max_ratio={max_ratio!r}")
+    chosen, lengths = set(shapes), {}
+    for bucket in sorted(set(buckets), reverse=True):
+        fits = [length for length in chosen if bucket <= length <= max_ratio * bucket]
+        lengths[bucket] = min(fits) if fits else bucket
+        chosen.add(lengths[bucket])
+    return lengths
+
+
 def padded_batch_size(batch_size):
     """The smallest power of two `>= batch_size` (and `>= 1`): the padded batch size.
 

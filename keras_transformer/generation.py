@@ -370,6 +370,7 @@ class Generator:
         self._seed_generator = keras.random.SeedGenerator(0)
         # A Translator may search several batches at once, from several threads.
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
 
     def __call__(
         self,
@@ -534,7 +535,8 @@ class Generator:
             )
 
         def count_trace():
-            self.trace_count += 1
+            with self._count_lock:  # Two shapes may trace at once, from two threads.
+                self.trace_count += 1
 
         return _backend.compile_inference(run, model.variables, self.jit_compile, count_trace)
 

@@ -165,6 +165,7 @@ def run_translation(
     workers=1,
     target_prefix=None,
     alignments=False,
+    plan_shapes=None,
 ):
     """The steps every translation engine shares, around its own search.
 
@@ -205,6 +206,11 @@ def run_translation(
         alignments: bool. Fill `Translation.alignments` and `word_alignments` (`align`), from
             the hypotheses' attention (`search`'s third element, else `attention`'s last
             layer averaged over heads). Defaults to `False`.
+        plan_shapes: callable `(buckets) -> {bucket: length}`, given the sorted buckets of
+            the call's batches: the padded length each is searched at, at least its bucket (a
+            compiled engine searches several buckets at one length to compile fewer shapes;
+            each translation still has its own `max_lengths`, so the output is the same).
+            Defaults to `None`: each batch at its bucket.
 
     Returns:
         As `Translator.translate`.
@@ -219,7 +225,9 @@ def run_translation(
         # TensorFlow call per request: 100,000 empty lines took minutes) or a search.
         rest = [string for string, no_token in zip(strings, blank, strict=True) if not no_token]
         options = (search, batch_size, extra_length, num_hypotheses, None, workers)
-        found = iter(run_translation(preprocessor, rest, *options) if rest else [])
+        found = iter(
+            run_translation(preprocessor, rest, *options, plan_shapes=plan_shapes) if rest else []
+        )
         results = []
         for no_token in blank:
             if not no_token:
@@ -252,6 +260,9 @@ def run_translation(
         )
 
     batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
+    if plan_shapes is not None:
+        lengths_of = plan_shapes(sorted({bucket for bucket, _ in batches}))
+        batches = [(lengths_of[bucket], indices) for bucket, indices in batches]
     # Numbered in a fixed order (their first sentence), whatever order they run in.
     numbers = {
         tuple(indices): number

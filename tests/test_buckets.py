@@ -5,6 +5,7 @@ import pytest
 from keras_transformer.buckets import (
     bucket_batches,
     check_bucket_boundaries,
+    merge_buckets,
     padded_batch_size,
 )
 
@@ -59,3 +60,17 @@ def test_padded_batch_size_of_a_tensor_equals_that_of_an_int():
         expected = padded_batch_size(size)
         assert int(padded_batch_size(tf.constant(size))) == expected
         assert int(traced(tf.constant(size))) == expected
+
+
+def test_merge_buckets_pads_up_to_a_longer_length_within_the_ratio_and_reuses_shapes():
+    buckets = [8, 16, 24, 32, 48, 64, 88, 128]
+    assert merge_buckets(buckets, 1) == {bucket: bucket for bucket in buckets}
+    lengths = merge_buckets(buckets, 2)
+    assert lengths == {128: 128, 88: 128, 64: 128, 48: 48, 32: 48, 24: 48, 16: 16, 8: 16}
+    assert all(bucket <= length <= 2 * bucket for bucket, length in lengths.items())
+    # A compiled shape is reused first: the shortest that fits.
+    assert merge_buckets([24, 32], 2, shapes=[40, 64]) == {32: 40, 24: 40}
+    assert merge_buckets([16], 1.5, shapes=[40]) == {16: 16}
+    for bad in (0.5, True, "2", float("nan")):
+        with pytest.raises(ValueError, match=f"max_ratio={bad!r}"):
+            merge_buckets([8], bad)

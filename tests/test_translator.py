@@ -204,6 +204,49 @@ def test_translator_second_call_does_not_retrace(tokenizer):
     assert translator.generator.trace_count == traces
 
 
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_a_compiled_translator_searches_short_buckets_at_a_longer_shape_with_the_same_output(
+    tokenizer, monkeypatch
+):
+    import keras_transformer.translator as translator_module
+    from keras_transformer.buckets import bucket_length
+
+    sentences = ["uno", "mil novecientos sesenta y seis " * 2, "cuarenta y dos"]
+    options = {
+        "jit_compile": True,
+        "beam_size": 2,
+        "batch_size": 1,  # a batch, and a bucket, per sentence
+        "bucket_boundaries": (4, 8, 16, 32),
+    }
+    merged = make_translator(tokenizer, max_source_length=32, **options)
+    features = merged.preprocessor.generate_preprocess(sentences)
+    lengths = [len(ids) for ids in features["encoder_inputs"].to_list()]
+    expected_buckets = {8, 16, 32}  # 3 shapes, bucket by bucket
+    assert {bucket_length(n, merged.bucket_boundaries) for n in lengths} == expected_buckets
+    outputs = merged.translate(sentences, num_hypotheses=2)
+    # The 16-bucket's sentence is searched at 32 (2x); 8 is too far from 32 for that.
+    assert merged._search_lengths == (8, 32)
+    assert merged.generator.trace_count == 2
+    monkeypatch.setattr(translator_module, "SHAPE_MERGE_RATIO", 1.0)
+    separate = Translator(merged.model, tokenizer, max_source_length=32, extra_length=6, **options)
+    expected = separate.translate(sentences, num_hypotheses=2)
+    # The same hypotheses; the scores sum more (masked) padding: equal to float rounding.
+    assert [[h.tokens for h in n_best] for n_best in outputs] == [
+        [h.tokens for h in n_best] for n_best in expected
+    ]
+    np.testing.assert_allclose(
+        [[h.score for h in n_best] for n_best in outputs],
+        [[h.score for h in n_best] for n_best in expected],
+        rtol=1e-5,
+    )
+    assert set(separate._search_lengths) == expected_buckets
+    assert separate.generator.trace_count == 3
+    # A later call reuses a compiled length within the ratio: the 16-bucket alone runs at 32.
+    monkeypatch.setattr(translator_module, "SHAPE_MERGE_RATIO", 2.0)
+    assert merged.translate(sentences[2], num_hypotheses=2) == outputs[2]  # At 32 again.
+    assert merged.generator.trace_count == 2
+
+
 def test_concurrent_batches_change_nothing_but_the_threads(tokenizer):
     translator = make_translator(tokenizer, batch_size=2, max_source_length=16)
     one_at_a_time = translator.translate(SENTENCES * 2, beam_size=2, num_hypotheses=2)
