@@ -435,17 +435,20 @@ class Generator:
         check_token_ids(encoder_inputs, self.model.vocabulary_size, "encoder_inputs")
         for name, value in (("decoder_inputs", decoder_inputs), ("labels", labels)):
             check_token_ids(value, self.model.target_vocabulary_size, name)
+        # One function per shape, as the searches (TensorFlow warns when one function
+        # retraces for a sixth shape).
+        key = ("score", *np.shape(encoder_inputs), *np.shape(decoder_inputs))
         with self._lock:
-            if "score" not in self._functions:
+            if key not in self._functions:
                 model = self.model
 
                 def run(encoder_inputs, decoder_inputs, labels):
                     return token_log_probs(model, encoder_inputs, decoder_inputs, labels)
 
-                self._functions["score"] = _backend.compile_inference(
+                self._functions[key] = _backend.compile_inference(
                     run, model.variables, self.jit_compile
                 )
-            function = self._functions["score"]
+            function = self._functions[key]
         return ops.convert_to_numpy(function(*[ops.cast(array, "int32") for array in arrays]))
 
     # === Helpers ===

@@ -377,8 +377,8 @@ def run_scoring(preprocessor, sources, translations, score_batch, batch_size):
 
     Sources go through the translation contract (`generate_preprocess`: `[START] pieces
     [END]`, truncated to `max_source_length`, flagged); translations are the target pieces
-    (not truncated), scored with the end token. Batches of `batch_size` pairs, in source
-    length order, go to `score_batch`.
+    (not truncated), scored with the end token. Batches of `batch_size` pairs, cut in source
+    length order, go to `score_batch`, the longest first.
 
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
@@ -409,7 +409,8 @@ def run_scoring(preprocessor, sources, translations, score_batch, batch_size):
     target_ids = targets.tokenize(translations).to_list()
     order = sorted(range(len(sources)), key=lambda index: (len(source_ids[index]), index))
     scores = {}
-    for start in range(0, len(order), batch_size):
+    # The longest batch first: a compiled engine can pad shorter ones to its shape.
+    for start in reversed(range(0, len(order), batch_size)):
         indices = order[start : start + batch_size]
         found = score_batch([source_ids[i] for i in indices], [target_ids[i] for i in indices])
         scores.update(zip(indices, found, strict=True))

@@ -143,6 +143,7 @@ class Translator(keras.Model):
         self._generator = None
         # The padded lengths searched so far (compiled shapes); a tuple: not Keras-tracked.
         self._search_lengths = ()
+        self._score_shapes = ()  # Likewise, the (source length, target width) scored.
         self.beam_size = beam_size
         self.alpha = float(alpha)
         self.max_source_length = max_source_length
@@ -237,6 +238,22 @@ class Translator(keras.Model):
             alignments=alignments,
             plan_shapes=self._plan_shapes,
         )
+
+    def _score_shape(self, length, width):
+        """The padded `(source length, target width)` of a scoring batch: on a compiled
+        backend, a shape already compiled whose sides are at most `SHAPE_MERGE_RATIO` times
+        these (`run_scoring` sends the longest batches first), else these."""
+        if not _backend.compiles_shapes(self.jit_compile):
+            return length, width
+        fits = [
+            (rows, columns)
+            for rows, columns in self._score_shapes
+            if length <= rows <= SHAPE_MERGE_RATIO * length
+            and width <= columns <= SHAPE_MERGE_RATIO * width
+        ]
+        shape = min(fits, key=lambda shape: shape[0] * shape[1]) if fits else (length, width)
+        self._score_shapes = tuple(sorted({*self._score_shapes, shape}))
+        return shape
 
     def _plan_shapes(self, buckets):
         """The padded length of each bucket's batches (`run_translation`'s `plan_shapes`).
@@ -409,9 +426,6 @@ def _score_batch(translator, source_ids, target_ids):
 
     preprocessor, targets = translator.preprocessor, translator.preprocessor.targets
     ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
-    rows = preprocessor.pad_batch(
-        ragged, bucket_length(max(map(len, source_ids)), preprocessor.bucket_boundaries)
-    ).numpy()
     longest = max(len(ids) for ids in target_ids) + 1
     boundaries = translator.bucket_boundaries
     # Padded to a bucket (or a multiple of the largest) to bound the compiled shapes.
@@ -420,6 +434,10 @@ def _score_batch(translator, source_ids, target_ids):
         if longest <= boundaries[-1]
         else -(-longest // boundaries[-1]) * boundaries[-1]
     )
+    length, width = translator._score_shape(
+        bucket_length(max(map(len, source_ids)), boundaries), width
+    )
+    rows = preprocessor.pad_batch(ragged, length).numpy()
     decoder_inputs = np.zeros((len(rows), width), "int32")
     labels = np.zeros((len(rows), width), "int32")
     for row, ids in enumerate(target_ids):

@@ -247,6 +247,28 @@ def test_a_compiled_translator_searches_short_buckets_at_a_longer_shape_with_the
     assert merged.generator.trace_count == 2
 
 
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_a_compiled_translator_scores_short_pairs_at_a_longer_shape_with_the_same_scores(
+    tokenizer, monkeypatch
+):
+    import keras_transformer.translator as translator_module
+
+    sources = ["uno", "mil novecientos sesenta y seis " * 2, "cuarenta y dos", "dos"]
+    targets = ["one", "one thousand nine hundred and sixty-six", "forty-two", "two " * 6]
+    options = {"jit_compile": True, "batch_size": 1, "bucket_boundaries": (4, 8, 16, 32)}
+    merged = make_translator(tokenizer, max_source_length=32, **options)
+    scores = merged.score(sources, targets)
+    monkeypatch.setattr(translator_module, "SHAPE_MERGE_RATIO", 1.0)
+    separate = Translator(merged.model, tokenizer, max_source_length=32, extra_length=6, **options)
+    expected = separate.score(sources, targets)
+    for one, other in zip(scores, expected, strict=True):
+        np.testing.assert_allclose(one.token_scores, other.token_scores, rtol=1e-5, atol=1e-6)
+    # Longest first, each shape reused within 2x on both sides: fewer shapes compiled.
+    assert len(merged._score_shapes) < len(separate._score_shapes) == len(sources)
+    functions = [key for key in merged.generator._functions if key[0] == "score"]
+    assert len(functions) == len(merged._score_shapes)
+
+
 def test_concurrent_batches_change_nothing_but_the_threads(tokenizer):
     translator = make_translator(tokenizer, batch_size=2, max_source_length=16)
     one_at_a_time = translator.translate(SENTENCES * 2, beam_size=2, num_hypotheses=2)
