@@ -9,6 +9,7 @@ Training (`keras_transformer.data.make_dataset`), the `Translator` and its Saved
 Pure Python; `padded_batch_size` also takes a TensorFlow tensor (TensorFlow is then imported).
 """
 
+import collections
 import math
 import numbers
 
@@ -101,34 +102,61 @@ def merge_buckets(buckets, max_ratio, shapes=()):
     """Searches several buckets at one padded length, so a compiled search compiles fewer
     shapes.
 
-    From the longest bucket down, a bucket is searched at the shortest length already chosen
-    (one of `shapes`, or of a longer bucket of `buckets`) that is at most `max_ratio` times
-    its own length, else at its own length, which is then chosen too.
+    Each bucket is searched at the shortest chosen length that holds it, at most `max_ratio`
+    times its own. The lengths are chosen among the buckets and `shapes` (already compiled:
+    free), with the fewest new ones, then the fewest padded positions (each bucket counted
+    once per batch it holds).
 
     Args:
-        buckets: iterable of int, the bucket lengths to search.
+        buckets: iterable of int, the bucket of each batch to search (repeats count).
         max_ratio: float `>= 1`. The longest padding accepted, as a multiple of the bucket
             (`1`: no merging).
         shapes: iterable of int. Lengths already compiled (earlier calls), reused first.
 
     Returns:
-        dict `{bucket: length}`, each `length >= bucket`.
+        dict `{bucket: length}`, each `bucket <= length <= max_ratio * bucket`.
 
     Example:
 
-    >>> merge_buckets([24, 32, 48, 64, 96], max_ratio=2)
-    {96: 96, 64: 96, 48: 96, 32: 32, 24: 32}
+    >>> merge_buckets([24, 32, 48, 48, 64, 96], max_ratio=2)
+    {24: 48, 32: 48, 48: 48, 64: 96, 96: 96}
+    >>> merge_buckets([24, 32, 32, 32, 48, 64, 96], max_ratio=2)
+    {24: 32, 32: 32, 48: 96, 64: 96, 96: 96}
     >>> merge_buckets([24, 32], max_ratio=2, shapes=[48])
-    {32: 48, 24: 48}
+    {24: 48, 32: 48}
     """
     if isinstance(max_ratio, bool) or not isinstance(max_ratio, numbers.Real) or not max_ratio >= 1:
         raise ValueError(f"`max_ratio` must be a number >= 1. Received: max_ratio={max_ratio!r}")
-    chosen, lengths = set(shapes), {}
-    for bucket in sorted(set(buckets), reverse=True):
-        fits = [length for length in chosen if bucket <= length <= max_ratio * bucket]
-        lengths[bucket] = min(fits) if fits else bucket
-        chosen.add(lengths[bucket])
-    return lengths
+    counts = collections.Counter(int(bucket) for bucket in buckets)
+    if not counts:
+        return {}
+    compiled = {int(length) for length in shapes}
+    candidates = sorted(set(counts) | compiled)
+    # best[j]: (new lengths, padded positions, {bucket: length}) with candidates[j] the
+    # longest chosen length and every bucket up to it held; a dynamic program over the
+    # sorted candidates (compiled lengths are always chosen: free, and never longer).
+    best = {-1: (0, 0, {})}
+    for j, length in enumerate(candidates):
+        for i in sorted(best):
+            low = candidates[i] if i >= 0 else 0
+            if any(low < shape < length for shape in compiled):
+                continue  # A compiled length in between would hold these buckets.
+            group = [bucket for bucket in counts if low < bucket <= length]
+            if not group and length not in compiled:
+                continue
+            if group and length > max_ratio * min(group):
+                continue
+            new, padded, lengths = best[i]
+            option = (
+                new + (length not in compiled),
+                padded + sum(counts[bucket] * length for bucket in group),
+                {**lengths, **dict.fromkeys(group, length)},
+            )
+            if j not in best or option[:2] < best[j][:2]:
+                best[j] = option
+    longest = max(counts)
+    ends = [best[j] for j in best if j >= 0 and candidates[j] >= longest]
+    return dict(sorted(min(ends, key=lambda option: option[:2])[2].items()))
 
 
 def padded_batch_size(batch_size):

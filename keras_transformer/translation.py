@@ -206,7 +206,7 @@ def run_translation(
         alignments: bool. Fill `Translation.alignments` and `word_alignments` (`align`), from
             the hypotheses' attention (`search`'s third element, else `attention`'s last
             layer averaged over heads). Defaults to `False`.
-        plan_shapes: callable `(buckets) -> {bucket: length}`, given the sorted buckets of
+        plan_shapes: callable `(buckets) -> {bucket: length}`, given the bucket of each of
             the call's batches: the padded length each is searched at, at least its bucket (a
             compiled engine searches several buckets at one length to compile fewer shapes;
             each translation still has its own `max_lengths`, so the output is the same).
@@ -261,7 +261,7 @@ def run_translation(
 
     batches = bucket_batches(lengths, preprocessor.bucket_boundaries, batch_size)
     if plan_shapes is not None:
-        lengths_of = plan_shapes(sorted({bucket for bucket, _ in batches}))
+        lengths_of = plan_shapes([bucket for bucket, _ in batches])
         batches = [(lengths_of[bucket], indices) for bucket, indices in batches]
     # Numbered in a fixed order (their first sentence), whatever order they run in.
     numbers = {

@@ -38,10 +38,12 @@ from keras_transformer.translation import (
 KERAS_FILE = "translator.keras"
 # Guards the creation of a Translator's `Generator` (see `Translator.generator`).
 _GENERATOR_LOCK = threading.Lock()
-# A compiled search pads a batch up to a length this many times its bucket rather than
-# compile one more shape (`merge_buckets`). Measured on the 1,000 Bible test verses (beam 4,
-# batches of 64, a 60-minute `make bible` translator, TensorFlow): 5 shapes -> 2, first call
-# 28.2 -> 21.6 s, second 12.9 -> 14.6 s (1.47x, was 2.18x), the same 1,000 translations.
+# A compiled search pads a batch up to a length at most this many times its bucket rather
+# than compile one more shape (`merge_buckets`). Measured on the 1,000 Bible test verses
+# (beam 4, batches of 64, a 60-minute `make bible` translator, TensorFlow, fp32 matmul
+# 149-197 GFLOP/s): 5 shapes -> 2, first call 28.2 -> 20.2-22.6 s and second 12.9 ->
+# 13.7-14.6 s over 5 runs, the same 1,000 translations; a ratio of 4 (one shape): first
+# 20.6 s, second 16.9 s.
 SHAPE_MERGE_RATIO = 2.0
 
 

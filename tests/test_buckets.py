@@ -62,15 +62,24 @@ def test_padded_batch_size_of_a_tensor_equals_that_of_an_int():
         assert int(traced(tf.constant(size))) == expected
 
 
-def test_merge_buckets_pads_up_to_a_longer_length_within_the_ratio_and_reuses_shapes():
+def test_merge_buckets_compiles_the_fewest_lengths_then_pads_the_least():
     buckets = [8, 16, 24, 32, 48, 64, 88, 128]
     assert merge_buckets(buckets, 1) == {bucket: bucket for bucket in buckets}
     lengths = merge_buckets(buckets, 2)
-    assert lengths == {128: 128, 88: 128, 64: 128, 48: 48, 32: 48, 24: 48, 16: 16, 8: 16}
+    assert lengths == {8: 16, 16: 16, 24: 48, 32: 48, 48: 48, 64: 128, 88: 128, 128: 128}
     assert all(bucket <= length <= 2 * bucket for bucket, length in lengths.items())
-    # A compiled shape is reused first: the shortest that fits.
-    assert merge_buckets([24, 32], 2, shapes=[40, 64]) == {32: 40, 24: 40}
+    # The Bible test verses' 16 batches: 3 lengths are needed within 2x either way; padding
+    # 24 and 32 to 48 fills fewer positions than 48 to 96 (6 batches of 48).
+    bible = [24] * 3 + [32] * 3 + [48] * 6 + [64] * 2 + [96] * 2
+    assert merge_buckets(bible, 2) == {24: 48, 32: 48, 48: 48, 64: 96, 96: 96}
+    assert merge_buckets(bible, 4) == dict.fromkeys([24, 32, 48, 64, 96], 96)
+    # Batches counted: with many batches of 32, 48 goes up to 96 instead.
+    assert set(merge_buckets([24] + [32] * 9 + [48, 96], 2).values()) == {32, 96}
+    # Compiled lengths are free and reused first, the shortest that holds a bucket.
+    assert merge_buckets([24, 32], 2, shapes=[40, 64]) == {24: 40, 32: 40}
     assert merge_buckets([16], 1.5, shapes=[40]) == {16: 16}
+    assert merge_buckets([100], 2, shapes=[60, 150]) == {100: 150}
+    assert merge_buckets([], 2) == {}
     for bad in (0.5, True, "2", float("nan")):
         with pytest.raises(ValueError, match=f"max_ratio={bad!r}"):
             merge_buckets([8], bad)
