@@ -42,7 +42,7 @@ _GENERATOR_LOCK = threading.Lock()
 # than compile one more shape (`merge_buckets`). Measured on the 1,000 Bible test verses
 # (beam 4, batches of 64, a 60-minute `make bible` translator, TensorFlow, fp32 matmul
 # 149-197 GFLOP/s): 5 shapes -> 2, first call 28.2 -> 20.2-22.6 s and second 12.9 ->
-# 13.7-14.6 s over 5 runs, the same 1,000 translations; a ratio of 4 (one shape): first
+# 13.1-14.6 s over 8 runs, the same 1,000 translations; a ratio of 4 (one shape): first
 # 20.6 s, second 16.9 s.
 SHAPE_MERGE_RATIO = 2.0
 
