@@ -19,6 +19,7 @@ from keras_transformer.training import DistributionConfig, TrainingConfig, setup
 
 context = setup_distribution(DistributionConfig(strategy="data_parallel", cpu_devices=2))
 
+import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -53,6 +54,8 @@ def run(scope, initial, accumulate, strategy):
     return iterations, weights
 
 
+keras.utils.set_random_seed(0)  # the same initial weights in every run
+keras.utils.set_random_seed(0)  # the same initial weights in every run
 initial = [keras.ops.convert_to_numpy(v.value) for v in make_model().weights]
 iterations, distributed = run(context.scope, initial, ACCUMULATE, context.strategy)
 reference_iterations, reference = run(contextlib.nullcontext, initial, 1, "none")
@@ -62,6 +65,8 @@ initial_by_path = dict(zip(reference, initial, strict=True))
 results = {
     "strategy": context.strategy,
     "replicas": context.num_replicas,
+    # A one-process JAX cluster: the CPU devices all-reduce through gloo (see strategy.py).
+    "cluster": [jax.distributed.is_initialized(), jax.process_count()],
     "iterations": [iterations, reference_iterations],
     "weight_diff": max(float(np.max(np.abs(distributed[p] - reference[p]))) for p in selected),
     "weight_change": max(float(np.max(np.abs(reference[p] - initial_by_path[p]))) for p in selected),
