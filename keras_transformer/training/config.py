@@ -369,9 +369,8 @@ class DistributionConfig:
             Defaults to `0`.
         initialization_timeout: int. Seconds to wait for the other processes. Defaults to
             `300`.
-        cpu_collectives: str. JAX CPU collectives between processes, and between the
-            `cpu_devices` of one process (`"gloo"`; `""` leaves JAX's in-process default,
-            which hung now and then). Defaults to `"gloo"`.
+        cpu_collectives: str. JAX CPU collectives between processes (`"gloo"`; `""` leaves
+            JAX's default). Defaults to `"gloo"`.
     """
 
     strategy: str = "auto"

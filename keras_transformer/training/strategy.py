@@ -146,24 +146,6 @@ def setup_distribution(config):
             timeout=config.initialization_timeout,
             cpu_collectives=config.cpu_collectives,
         )
-    elif (
-        backend == "jax"
-        and config.cpu_devices > 1
-        and config.cpu_collectives
-        and strategy in ("auto", "data_parallel")
-    ):
-        # XLA's in-process all-reduce between CPU devices hung now and then: one device
-        # waited at the rendezvous for the other, which never came, until XLA ended the
-        # process (9 runs of 23 of tests/training/scripts/accumulation_distributed.py on 2
-        # cores). Through gloo, as between processes, it did not (0 of 16): this process
-        # becomes a one-process JAX cluster on a free loopback port.
-        initialize_jax_processes(
-            f"127.0.0.1:{_free_port()}",
-            1,
-            0,
-            timeout=config.initialization_timeout,
-            cpu_collectives=config.cpu_collectives,
-        )
     if strategy == "auto":
         strategy = _auto_strategy(backend, config)
     if strategy == "none":
@@ -295,14 +277,6 @@ def all_processes_agree(flag):
     from jax.experimental import multihost_utils
 
     return bool(multihost_utils.broadcast_one_to_all(np.array(bool(flag))))
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _auto_strategy(backend, config):

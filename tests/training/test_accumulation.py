@@ -7,6 +7,8 @@ gradients the gradient of the whole batch (see `keras_transformer.training.accum
 
 import json
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -19,7 +21,7 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
 from keras_transformer.training import PerUpdate, TensorBoardLogger, TrainingConfig, train
 from keras_transformer.training.building import compile_model
-from tests.training.training_helpers import SCRIPTS, run_python, weights_of
+from tests.training.training_helpers import REPO, SCRIPTS, free_port, weights_of
 
 VOCAB, LENGTH, ROWS = 30, 10, 8
 # float32 round-off of gradients summed in another order, after 3 updates that move the
@@ -29,9 +31,10 @@ VOCAB, LENGTH, ROWS = 30, 10, 8
 # are left out of the Adam comparison.
 TOLERANCE = 1e-5
 # Under DataParallel the gradients are also summed over 2 devices. Over 14 random initial
-# weights the largest difference was 5.2e-5 (median 2.3e-6); the weight change is 0.18, and
-# a lost or repeated micro-batch moves weights by about the learning rate (1e-2). The script
-# seeds its initial weights, so a run is reproducible (seed 0: 1.8e-6).
+# weights the largest difference was 5.2e-5 (median 2.3e-6; one device per process, 2 CPU
+# devices in one process alike); the weight change is 0.18, and a lost or repeated
+# micro-batch moves weights by about the learning rate (1e-2). The script seeds its initial
+# weights, so a run is reproducible (seed 0, 2 processes: 2.8e-6).
 DATA_PARALLEL_TOLERANCE = 1e-4
 
 
@@ -238,23 +241,40 @@ def test_mirrored_strategy_refuses_accumulation():
 @pytest.mark.slow
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution runs on JAX")
 def test_accumulation_with_data_parallel_equals_one_device():
-    # DataParallel over 2 CPU devices, 2 micro-batches per update, vs. one device without
-    # accumulation; in a fresh process (the devices come first).
-    script = [os.path.join(SCRIPTS, "accumulation_distributed.py")]
-    # XLA's in-process CPU collectives hung now and then (9 runs of 23, one device waiting
-    # at a rendezvous); `setup_distribution` now has the devices all-reduce through gloo
-    # (0 of 16 hung). Should one hang, XLA ends the process after 120 s and the run is
-    # tried once more.
-    env = {"XLA_FLAGS": "--xla_cpu_collective_call_terminate_timeout_seconds=120"}
-    result = run_python(script, timeout=400, env=env)
-    if result.returncode != 0 and "Termination timeout" in result.stderr:
-        result = run_python(script, timeout=400, env=env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    # DataParallel over 2 processes of one CPU device each (gloo), 2 micro-batches per
+    # update, vs. one device without accumulation; fresh processes (the devices come first).
+    script = os.path.join(SCRIPTS, "accumulation_distributed.py")
+    environment = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "KERAS_BACKEND": "jax",
+        "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    }
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, script, str(port), str(rank)],
+            cwd=REPO,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
+    finally:
+        for rank in ranks:
+            if rank.poll() is None:
+                rank.kill()
+    for rank, output in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, output[-4000:]
+    line = next(line for line in outputs[0].splitlines() if line.startswith("RESULT "))
     results = json.loads(line[len("RESULT "):])
     print(f"accumulation {results['strategy']}: max weight difference {results['weight_diff']:.3g}")
     assert results["replicas"] == 2
-    assert results["cluster"] == [True, 1]
+    assert results["processes"] == 2
     assert results["iterations"] == [3, 3]
     assert results["weight_change"] > 0.1  # the runs did train
     assert results["weight_diff"] < DATA_PARALLEL_TOLERANCE, results

@@ -13,7 +13,6 @@ change any output, which the logits comparison checks.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -21,7 +20,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.training.training_helpers import REPO, SCRIPTS, run_python
+from tests.training.training_helpers import REPO, SCRIPTS, free_port, run_python
 
 TOLERANCE = 1e-5  # losses and logits: float32 round-off of sums taken in another order
 # Weights after 6 Adam steps: Adam divides each gradient element by its own running RMS, so an
@@ -49,12 +48,6 @@ def test_mirrored_strategy_equals_one_device():
         assert results[f"mirrored_jit{jit}_weight_diff"] < WEIGHT_TOLERANCE, results
         assert results[f"mirrored_jit{jit}_logits_diff"] < LOGITS_TOLERANCE, results
         assert results[f"dropout_jit{jit}_finite"], results
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def weights(path):

@@ -4,6 +4,7 @@ A uniquely named module (not `conftest`) so that tests can import it by name."""
 
 import copy
 import os
+import socket
 import subprocess
 import sys
 
@@ -108,3 +109,10 @@ class Crash(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self.at_end:
             raise RuntimeError("crash at the end of training")
+
+
+def free_port():
+    """A free TCP port on the loopback interface (for a JAX coordinator)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
