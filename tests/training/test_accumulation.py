@@ -7,8 +7,6 @@ gradients the gradient of the whole batch (see `keras_transformer.training.accum
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -21,7 +19,7 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
 from keras_transformer.training import PerUpdate, TensorBoardLogger, TrainingConfig, train
 from keras_transformer.training.building import compile_model
-from tests.training.training_helpers import REPO, SCRIPTS, free_port, weights_of
+from tests.training.training_helpers import SCRIPTS, run_ranks, weights_of
 
 VOCAB, LENGTH, ROWS = 30, 10, 8
 # float32 round-off of gradients summed in another order, after 3 updates that move the
@@ -244,32 +242,7 @@ def test_accumulation_with_data_parallel_equals_one_device():
     # DataParallel over 2 processes of one CPU device each (gloo), 2 micro-batches per
     # update, vs. one device without accumulation; fresh processes (the devices come first).
     script = os.path.join(SCRIPTS, "accumulation_distributed.py")
-    environment = {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-        "KERAS_BACKEND": "jax",
-        "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
-    }
-    port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, script, str(port), str(rank)],
-            cwd=REPO,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
-    finally:
-        for rank in ranks:
-            if rank.poll() is None:
-                rank.kill()
-    for rank, output in zip(ranks, outputs, strict=True):
-        assert rank.returncode == 0, output[-4000:]
+    outputs = run_ranks(script, [])
     line = next(line for line in outputs[0].splitlines() if line.startswith("RESULT "))
     results = json.loads(line[len("RESULT "):])
     print(f"accumulation {results['strategy']}: max weight difference {results['weight_diff']:.3g}")

@@ -13,14 +13,12 @@ change any output, which the logits comparison checks.
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
-from tests.training.training_helpers import REPO, SCRIPTS, free_port, run_python
+from tests.training.training_helpers import SCRIPTS, run_python, run_ranks
 
 TOLERANCE = 1e-5  # losses and logits: float32 round-off of sums taken in another order
 # Weights after 6 Adam steps: Adam divides each gradient element by its own running RMS, so an
@@ -67,27 +65,7 @@ def is_weight(key):
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution runs on JAX")
 def test_jax_data_parallel_over_two_processes_equals_one_device(tmp_path):
     script = os.path.join(SCRIPTS, "jax_data_parallel.py")
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
-    port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, script, str(tmp_path), str(port), str(rank)],
-            cwd=REPO,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
-    finally:
-        for rank in ranks:
-            if rank.poll() is None:
-                rank.kill()
-    for rank, output in zip(ranks, outputs, strict=True):
-        assert rank.returncode == 0, output[-4000:]
+    run_ranks(script, [tmp_path])
 
     single, rank0, rank1 = (weights(tmp_path / f"{name}.npz") for name in ("single", "rank0", "rank1"))
     # Both ranks end with identical weights (all of them, key biases included).

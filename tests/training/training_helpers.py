@@ -116,3 +116,34 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def run_ranks(script, arguments, processes=2, timeout=300):
+    """Runs `python SCRIPT *ARGUMENTS PORT RANK` for each rank at once, on the JAX backend,
+    with a free coordinator port; asserts that every rank exits with 0 and returns their
+    outputs (standard output and error together), rank 0 first."""
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        path for path in (REPO, environment.get("PYTHONPATH", "")) if path
+    )
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, script, *map(str, arguments), str(port), str(rank)],
+            cwd=REPO,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(processes)
+    ]
+    try:
+        outputs = [rank.communicate(timeout=timeout)[0] for rank in ranks]
+    finally:
+        for rank in ranks:
+            if rank.poll() is None:
+                rank.kill()
+    for rank, output in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, output[-4000:]
+    return outputs
