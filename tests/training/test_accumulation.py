@@ -29,8 +29,8 @@ VOCAB, LENGTH, ROWS = 30, 10, 8
 # are left out of the Adam comparison.
 TOLERANCE = 1e-5
 # Under DataParallel the gradients are also summed over 2 devices. Over 14 random initial
-# weights the largest difference was 5.2e-5 (median 2.3e-6; one device per process, 2 CPU
-# devices in one process alike); the weight change is 0.18, and a lost or repeated
+# weights the largest difference was 5.2e-5 (median 2.3e-6; measured with 2 CPU devices in
+# one process, the script's earlier form); the weight change is 0.18, and a lost or repeated
 # micro-batch moves weights by about the learning rate (1e-2). The script seeds its initial
 # weights, so a run is reproducible (seed 0, 2 processes: 2.8e-6).
 DATA_PARALLEL_TOLERANCE = 1e-4
