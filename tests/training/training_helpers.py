@@ -51,16 +51,21 @@ def merge(base, changes):
     return result
 
 
-def run_python(arguments, timeout, env=None, **kwargs):
-    """Runs `python ARGUMENTS` in the repository with the current backend; returns the result."""
+def script_environment(env=None):
+    """This process's environment for a test script, quiet, with `env` on top; the repository
+    root goes on the script's path (scripts import `tests.*` helpers)."""
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    # Scripts import `tests.*` helpers: the repository root goes on their path.
     paths = [REPO, environment.get("PYTHONPATH", "")]
     environment["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+    return environment
+
+
+def run_python(arguments, timeout, env=None, **kwargs):
+    """Runs `python ARGUMENTS` in the repository with the current backend; returns the result."""
     return subprocess.run(
         [sys.executable, *arguments],
         cwd=REPO,
-        env=environment,
+        env=script_environment(env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -122,10 +127,7 @@ def run_ranks(script, arguments, processes=2, timeout=300):
     """Runs `python SCRIPT *ARGUMENTS PORT RANK` for each rank at once, on the JAX backend,
     with a free coordinator port; asserts that every rank exits with 0 and returns their
     outputs (standard output and error together), rank 0 first."""
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        path for path in (REPO, environment.get("PYTHONPATH", "")) if path
-    )
+    environment = script_environment({"KERAS_BACKEND": "jax"})
     port = free_port()
     ranks = [
         subprocess.Popen(
