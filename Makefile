@@ -6,10 +6,13 @@ PYTEST_ARGS ?=
 # Two pytest workers (pytest-xdist), one test file each at a time: the suite is mostly
 # single-threaded Python over tiny models, and two workers use both cores of the CI machine
 # (measured: the fast tests on TensorFlow took 15.2 CPU-minutes in 8.2 minutes of wall time).
-# `make test XDIST=` runs in one process.
-XDIST ?= -n 2 --dist loadfile
+# Modules go out longest first (tests/conftest.py orders them by tests/module_seconds.json);
+# `--no-loadscope-reorder` keeps that order (xdist would put the modules of fewest tests last,
+# which left a long two-test module running alone at the end). `make test XDIST=` runs in one
+# process.
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: install test test-fast lint demo bible docs docs-run notebooks dist-check clean
+.PHONY: install test test-durations test-fast lint demo bible docs docs-run notebooks dist-check clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +31,13 @@ test: $(VENV)/.installed
 	@set -e; for b in $(BACKENDS); do \
 	  echo "=== KERAS_BACKEND=$$b ==="; \
 	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS) tests; \
+	done
+
+# Runs the suite on each backend and records each test module's seconds into
+# tests/module_seconds.json (the order in which `make test` hands modules to its workers).
+test-durations: $(VENV)/.installed
+	@set -e; for b in $(BACKENDS); do \
+	  KT_RECORD_MODULE_SECONDS=1 KERAS_BACKEND=$$b $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS) tests; \
 	done
 
 test-fast: $(VENV)/.installed

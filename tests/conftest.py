@@ -30,25 +30,76 @@ def pytest_collection_modifyitems(config, items):
     _heaviest_modules_first(items)
 
 
+# Seconds each test module took on each backend (tests, setup and teardown, summed over the
+# pytest-xdist workers), measured on the CI machine: `make test-durations` rewrites the file.
+MODULE_SECONDS_FILE = os.path.join(os.path.dirname(__file__), "module_seconds.json")
+RECORD_VARIABLE = "KT_RECORD_MODULE_SECONDS"
+
+
 def _heaviest_modules_first(items):
-    """Orders the test modules by their number of `slow` tests that will run, most first (a
-    stable sort: otherwise as collected). pytest-xdist's `--dist loadfile` hands whole
-    modules to its workers in this order: the long modules start first and the short ones
-    fill the end, so neither worker idles long while the other finishes a long module."""
+    """Orders the test modules longest first (a stable sort: otherwise as collected).
+
+    pytest-xdist's `--dist loadfile` (with `--no-loadscope-reorder`, which keeps this order)
+    hands whole modules to its workers in this order: the long modules start first and the
+    short ones fill the end, so neither worker idles long while the other finishes a long
+    module. The length of a module is its recorded seconds on this backend
+    (`module_seconds.json`); a module not recorded yet counts 20 s per `slow` test that will
+    run, plus 0.5 s per other test.
+
+    Measured (TensorFlow, 2 workers): with xdist's own order (fewest tests last, which put the
+    two-test kill-and-resume modules at the end) the last module ran alone for minutes."""
+    recorded = {}
+    if os.path.exists(MODULE_SECONDS_FILE):
+        with open(MODULE_SECONDS_FILE, encoding="utf-8") as file:
+            recorded = json.load(file).get(keras.backend.backend(), {})
 
     def runs(item):
-        return "slow" in item.keywords and not any(
+        return not any(
             mark.name == "skip" or (mark.name == "skipif" and mark.args and mark.args[0] is True)
             for mark in item.iter_markers()
         )
 
-    def module(item):
-        return item.nodeid.split("::", 1)[0]
-
-    weights = {}
+    estimates = {}
     for item in items:
-        weights[module(item)] = weights.get(module(item), 0) + runs(item)
-    items.sort(key=lambda item: -weights[module(item)])
+        name = module(item)
+        if runs(item):
+            estimates[name] = estimates.get(name, 0.0) + (20.0 if "slow" in item.keywords else 0.5)
+    seconds = {name: recorded.get(name, estimate) for name, estimate in estimates.items()}
+    items.sort(key=lambda item: -seconds.get(module(item), 0.0))
+
+
+def module(item):
+    """The test module of a test item or report: its node id's path."""
+    return item.nodeid.split("::", 1)[0]
+
+
+_module_seconds = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sums each module's test, setup and teardown seconds (the controller of a pytest-xdist
+    run receives every worker's reports) when `KT_RECORD_MODULE_SECONDS` is set."""
+    if os.environ.get(RECORD_VARIABLE):
+        _module_seconds[module(report)] = _module_seconds.get(module(report), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With `KT_RECORD_MODULE_SECONDS=1`, writes this backend's module seconds into
+    `module_seconds.json` (the other backends' entries are kept)."""
+    if not os.environ.get(RECORD_VARIABLE) or hasattr(session.config, "workerinput"):
+        return
+    if not _module_seconds:
+        return
+    data = {}
+    if os.path.exists(MODULE_SECONDS_FILE):
+        with open(MODULE_SECONDS_FILE, encoding="utf-8") as file:
+            data = json.load(file)
+    data[keras.backend.backend()] = {
+        name: round(seconds, 1) for name, seconds in sorted(_module_seconds.items())
+    }
+    with open(MODULE_SECONDS_FILE, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=1, sort_keys=True)
+        file.write("\n")
 
 
 @pytest.fixture(scope="session", autouse=True)
