@@ -267,3 +267,33 @@ def test_score_command_prints_the_translators_scores(small_keras_translator, cap
     targets.write_text("forty-two\n", encoding="utf-8")
     status, _, errors = run_main(capsysbinary, command)
     assert status == 2 and "must pair up" in errors
+
+
+def test_few_sentences_from_arguments_search_without_xla(
+    number_translator, tmp_path, capsysbinary, monkeypatch
+):
+    """Up to `FEW_SENTENCES` sentences given as arguments, a compiled Keras Translator runs
+    its search without XLA (TensorFlow: a trace costs less than a compilation), with the
+    compiled search's output; more sentences keep XLA."""
+    from keras_transformer.cli import translate as command
+    from keras_transformer.translator import Translator
+
+    _, test_pairs, keras_path = number_translator
+    compiled = Translator.load(keras_path)
+    compiled.jit_compile = True  # a fresh translator: its generator is made on first use
+    path = tmp_path / "compiled.keras"
+    compiled.save(path)
+    loaded = []
+
+    def load(model, engine):
+        loaded.append(Translator.load(model))
+        return loaded[-1]
+
+    monkeypatch.setattr(engines, "load_translator", load)
+    sources = [source for source, _ in test_pairs]
+    for count, uses_xla in ((command.FEW_SENTENCES, False), (command.FEW_SENTENCES + 1, True)):
+        status, lines, _ = run_main(
+            capsysbinary, ["translate", "--model", str(path), *sources[:count]]
+        )
+        assert status == 0 and lines == compiled(sources[:count])
+        assert loaded[-1].jit_compile is uses_xla
