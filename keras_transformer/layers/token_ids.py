@@ -57,13 +57,31 @@ def check_token_ids(ids, vocabulary_size, name="token_ids"):
         )
     if 0 in tuple(ids.shape):
         return
-    # A batch of ids is small (a few hundred KB at most): one copy to the host and two NumPy
-    # reductions cost less than dispatching backend ops.
-    values = np.asarray(ops.convert_to_numpy(ids))
-    if values.min() >= 0 and values.max() < vocabulary_size:
-        return
-    position = tuple(int(i) for i in np.argwhere((values < 0) | (values >= vocabulary_size))[0])
-    value = int(values[position])
+    for offset, values in _host_parts(ids):
+        if values.size and (values.min() < 0 or values.max() >= vocabulary_size):
+            found = np.argwhere((values < 0) | (values >= vocabulary_size))[0]
+            position = tuple(int(i) + start for i, start in zip(found, offset, strict=True))
+            _raise_out_of_range(name, int(values[tuple(found)]), position, vocabulary_size)
+
+
+def _host_parts(ids):
+    """`[(offset, NumPy values)]`: the ids this process can read, each part with the index
+    of its first element.
+
+    A batch of ids is small (a few hundred KB at most): one copy to the host and two NumPy
+    reductions cost less than dispatching backend ops. A JAX array spread over several
+    processes (`keras.distribution` across hosts) cannot be copied whole: each process
+    checks the shards it holds (together the processes check every id)."""
+    if getattr(ids, "is_fully_addressable", True):
+        return [((0,) * len(ids.shape), np.asarray(ops.convert_to_numpy(ids)))]
+    return [
+        (tuple(part.start or 0 for part in shard.index), np.asarray(shard.data))
+        for shard in ids.addressable_shards
+    ]
+
+
+def _raise_out_of_range(name, value, position, vocabulary_size):
+    """The error of an id `value` outside `[0, vocabulary_size)` at `position` (a tuple)."""
     where = ", ".join(str(i) for i in position)
     at, element = (f" at position ({where})", f"{name}[{where}]") if position else ("", name)
     raise ValueError(

@@ -39,6 +39,35 @@ def test_valid_ids_pass(ids):
         check_token_ids(ops.convert_to_tensor(np.asarray(ids)), vocabulary_size=10)
 
 
+class _Shard:
+    def __init__(self, index, data):
+        self.index, self.data = index, data
+
+
+class _GlobalArray:
+    """What a JAX array spread over two processes looks like from one of them (it holds
+    rows 2-3 of 4): it cannot be copied to the host whole, only its own shards."""
+
+    dtype = np.dtype("int32")
+    shape = (4, 3)
+    is_fully_addressable = False
+
+    def __init__(self, rows):
+        self.addressable_shards = [_Shard((slice(2, 4, None), slice(None, None, None)), rows)]
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("Fetching value for `jax.Array` that spans non-addressable devices")
+
+
+def test_an_array_spread_over_processes_is_checked_shard_by_shard():
+    # `Transformer.call` uncompiled (`training.jit_compile = false`) under keras.distribution
+    # across processes: each process checks the rows it holds, positions in the global array.
+    check_token_ids(_GlobalArray(np.array([[1, 2, 3], [4, 5, 6]], "int32")), vocabulary_size=10)
+    bad = _GlobalArray(np.array([[1, 2, 3], [4, 12, 6]], "int32"))
+    with pytest.raises(ValueError, match=r"id 12 at position \(3, 1\).*ids\[3, 1\]=12"):
+        check_token_ids(bad, vocabulary_size=10, name="ids")
+
+
 def test_symbolic_inputs_are_not_checked():
     # Keras' own data adapters may feed integer data as floats (MirroredStrategy's
     # `evaluate` does): in graphs the model's int32 cast applies, as before.
