@@ -22,6 +22,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import uuid
 
@@ -294,15 +295,36 @@ def lock_directory(directory):
     `.lock` file, which records the process ID); the system releases it when the process ends,
     however it ends. Taking it again in the same process is a no-op.
 
+    The `.lock` file is opened without following a link, and must be a regular file with one
+    name: a link or a hard link planted there would otherwise have the PID written over its
+    target.
+
     Raises:
         DirectoryLockedError: another process holds it (the message names the directory and
             that process).
+        OSError: `.lock` is a link, a hard link or not a regular file (one line naming it).
     """
     directory = os.path.abspath(os.fspath(directory))
     if directory in _locks:
         return
     os.makedirs(directory, exist_ok=True)
-    handle = os.open(os.path.join(directory, LOCK_FILENAME), os.O_RDWR | os.O_CREAT, 0o644)
+    path = os.path.join(directory, LOCK_FILENAME)
+    refusal = (
+        f"the lock file {path} is a link (symbolic or hard) or not a regular file: a run "
+        "writes its process ID there and never through a link; remove it"
+    )
+    try:
+        # A planted link must not turn the PID written below into a write to its target;
+        # `O_NONBLOCK` keeps a planted FIFO from blocking the open.
+        handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise OSError(refusal) from None
+        raise
+    status = os.fstat(handle)
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:  # a FIFO, a hard link
+        os.close(handle)
+        raise OSError(refusal)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:

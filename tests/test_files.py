@@ -61,3 +61,23 @@ def test_atomic_directory_temporaries_are_all_cleaned_and_the_old_one_put_back(
     assert len(seen) == 2 and all(name.startswith(".tmp-") for name in seen)
     assert os.listdir(tmp_path) == ["saved_model"]
     assert os.listdir(target) == ["old.pb"]
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hardlink", "fifo"])
+def test_a_planted_lock_file_is_refused_and_its_target_untouched(tmp_path, plant):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    lock = run / files.LOCK_FILENAME
+    if plant == "symlink":
+        lock.symlink_to(os.path.relpath(victim, run))
+    elif plant == "hardlink":
+        os.link(victim, lock)
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(OSError, match="is a link .symbolic or hard. or not a regular file") as info:
+        files.lock_directory(run)
+    assert "\n" not in str(info.value) and str(lock) in str(info.value)
+    assert victim.read_text() == "precious\n"
+    assert str(run) not in files._locks

@@ -132,13 +132,33 @@ def test_a_second_lock_of_a_directory_names_the_directory_and_the_process(tmp_pa
     unlock_directory(tmp_path)
 
 
-def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(
+    tmp_path, capsys, streamed
+):
     run = tmp_path / "run"
     handle = hold_lock(run)
     (run / ".tmp-1234abcd-ckpt-00000004.weights.h5").write_text("the other run's")
-    before = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)}
     config = tmp_path / "run.toml"
     config.write_text(f'output_dir = "{run}"\n[model]\npreset = "tiny"\n')
+    if streamed:  # The lock comes before the scan that rewrites the running run's keys files.
+        (run / "corpus").mkdir()
+        (run / "corpus" / "corpus-0.keys").write_bytes(b"the running run's keys")
+        for name, word in (("train.es", "uno"), ("train.en", "one")):
+            (tmp_path / name).write_text("".join(f"{word} {index}\n" for index in range(40)))
+        with open(config, "a") as file:
+            file.write(
+                f'[data]\nsource = "{tmp_path / "train.es"}"\ntarget = "{tmp_path / "train.en"}"'
+                "\nstreaming = true\nnum_validation = 4\nnum_test = 4\n"
+            )
+
+    def files_of_run():
+        return {
+            path: (path.stat().st_mtime_ns, path.is_file() and path.read_bytes())
+            for path in run.rglob("*")
+        }
+
+    before = files_of_run()
     try:
         status = cli.main(["train", "--config", str(config)])
     finally:
@@ -146,7 +166,7 @@ def test_a_second_train_on_one_output_directory_is_one_line_and_changes_nothing(
     errors = capsys.readouterr().err
     assert status == 2
     assert errors.count("\n") == 1 and f"(PID 4242) is using the output directory {run}" in errors
-    assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(run)} == before
+    assert files_of_run() == before
 
 
 # === Damaged weights and failed writes ===

@@ -149,6 +149,12 @@ def prepare_run(config, verbose="auto"):
     paths = RunPaths(os.path.abspath(config.output_dir))
     # The model and tokenizer files the configuration names, before anything is written.
     initial = fine_tune.check_run_inputs(config)
+    if context.is_chief:
+        # One run per output directory: the lock comes before anything there is touched, the
+        # streamed corpus's keys files (`load_splits`) included (another run holding it:
+        # `DirectoryLockedError`, an `OSError`, one line on the command line). The system
+        # releases it when the process ends, however it ends.
+        lock_directory(paths.output_dir)
     splits = load_splits(
         config.data,
         work_dir=os.path.join(paths.output_dir, "corpus"),
@@ -156,10 +162,6 @@ def prepare_run(config, verbose="auto"):
         progress=report,
     )
     if context.is_chief:
-        # One run per output directory: the lock comes before anything there is touched
-        # (another run holding it: `DirectoryLockedError`, an `OSError`, one line on the
-        # command line). The system releases it when the process ends, however it ends.
-        lock_directory(paths.output_dir)
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
