@@ -46,6 +46,8 @@ LAYERS = [
     ["export"],
     ["engines"],
     ["training"],
+    # The HTTP service (`keras-transformer serve`), over the engines.
+    ["serving"],
     ["cli"],
     # Entry points and the 0.2.0 import paths kept for one release (they import from above).
     [
@@ -70,6 +72,9 @@ FRAMEWORKS = {
     "sacrebleu",
     "safetensors",
     "transformers",
+    "starlette",
+    "uvicorn",
+    "prometheus_client",
 }
 
 

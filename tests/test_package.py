@@ -33,6 +33,7 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
     "keras_transformer.saving.preset": ("hub",),  # hf:// and kaggle:// presets
+    "keras_transformer.serving": ("serve", "ctranslate2", "tensorflow"),
     # pytorch_model.bin (model.safetensors needs no PyTorch).
     "keras_transformer.export.marian": ("marian", "tensorflow", "torch"),
     "keras_transformer.export.marian_npz": ("marian",),

@@ -7,6 +7,7 @@ keras-transformer export translator.keras exported/
 keras-transformer import --from marian opus-mt-en-de/ en-de/
 keras-transformer train --config configs/demo.toml
 keras-transformer evaluate --model runs/demo --sources test.es --references test.en
+keras-transformer serve --model runs/demo --port 5000
 ```
 
 `translate` opens its model with `keras_transformer.engines.load_translator`: an exported
@@ -65,6 +66,7 @@ from keras_transformer.cli.evaluate import add_evaluate_parser
 from keras_transformer.cli.export import add_export_parser
 from keras_transformer.cli.importing import add_import_parser
 from keras_transformer.cli.score import add_score_parser
+from keras_transformer.cli.serve import add_serve_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
 
@@ -109,6 +111,7 @@ def build_parser():
     add_import_parser(subparsers)
     add_train_parser(subparsers)
     add_evaluate_parser(subparsers)
+    add_serve_parser(subparsers)
     return parser
 
 

@@ -123,6 +123,35 @@ def positive_int(text):
     return value
 
 
+def non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text):
+    """A finite number `>= 0` (`argparse` type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    """A finite number `> 0` (`argparse` type)."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def cli_spelling(message, options):
     """`message` with Python argument names in the command's spellings.
 

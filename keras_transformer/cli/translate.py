@@ -9,6 +9,7 @@ import sys
 from keras_transformer.cli.common import (
     add_common_arguments,
     cli_spelling,
+    non_negative_int,
     positive_int,
     print_error,
     print_note,
@@ -94,7 +95,7 @@ def add_translate_parser(subparsers):
     )
     parser.add_argument(
         "--sampling-topk",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         metavar="K",
         help="sample each token from the K most probable (0: the whole vocabulary, 1: "
@@ -117,7 +118,7 @@ def add_translate_parser(subparsers):
     )
     parser.add_argument(
         "--seed",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         metavar="S",
         help="seed of the sampling (default 0): the same seed, inputs and --batch-size give the "
@@ -259,16 +260,6 @@ def _trace_without_xla(translator):
 
     if isinstance(translator, Translator) and keras.backend.backend() == "tensorflow":
         translator.jit_compile = False
-
-
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
-    return value
 
 
 def _stdin_batches(batch_size):

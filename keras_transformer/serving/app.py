@@ -1,0 +1,451 @@
+"""The HTTP application (Starlette, ASGI): LibreTranslate's API over the served models, the
+health, metrics and OpenAPI endpoints and the web page.
+
+| route | what |
+| --- | --- |
+| `POST /translate` | LibreTranslate's translate (JSON or form body), with this package's extras |
+| `GET/POST /languages` | the served languages, LibreTranslate's shape |
+| `GET /frontend/settings` | LibreTranslate's settings of its page (character limit, keys) |
+| `GET /health`, `/health/ready` | 200 once every model is warm, 503 while warming or draining |
+| `GET /health/live` | 200 while the process runs |
+| `GET /metrics` | Prometheus text format |
+| `GET /openapi.json` (and `/spec`) | the OpenAPI 3 description |
+| `GET /` | the web page |
+
+Errors are `{"error": message}` with LibreTranslate's status codes: 400 bad request, 403 bad or
+missing key (when keys are configured), 413 too large, 429 too many requests, 503 overloaded
+(queue full, time limit, warming, draining), 500 when the engine fails.
+"""
+
+import asyncio
+import dataclasses
+import importlib.resources
+import json
+import logging
+import time
+
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from keras_transformer.serving.batching import Batcher, Job, QueueClosed, QueueFull
+from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
+from keras_transformer.serving.metrics import Metrics
+from keras_transformer.serving.openapi import openapi_document
+from keras_transformer.serving.requests import ApiError, parse_translate, split_lines
+
+ACCESS_LOG = logging.getLogger("keras_transformer.serving.access")
+# Names of common language codes, for `/languages` (others are named by their code).
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "de": "German",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+    "auto": "Auto (the served source)",
+}
+ROUTES = (
+    "/",
+    "/translate",
+    "/languages",
+    "/frontend/settings",
+    "/health",
+    "/health/ready",
+    "/health/live",
+    "/metrics",
+    "/openapi.json",
+    "/spec",
+)
+
+
+@dataclasses.dataclass
+class Settings:
+    """The limits of a server (the command's options).
+
+    Attributes:
+        char_limit: int. Most characters of all texts of one request (413 beyond); `0`: none.
+        batch_limit: int. Most texts in one request's `q` list (400 beyond); `0`: none.
+        body_limit: int. Most bytes of a request body (413, checked before it is read).
+        timeout: float. Seconds a request may wait for its translation (503 beyond).
+        req_limit: int. Requests per minute per client address, or per key without a limit
+            of its own (429 beyond); `0`: none.
+        api_keys: `limits.ApiKeys` or `None`. When given, `/translate` needs one (403).
+        max_batch_sentences: int. Most sentences merged into one engine call.
+        max_queue_sentences: int. Most sentences waiting per model (503 beyond).
+        batch_wait: float. Seconds to wait for more requests before a batch that is not full.
+    """
+
+    char_limit: int = 5000
+    batch_limit: int = 64
+    body_limit: int = 1 << 20
+    timeout: float = 60.0
+    req_limit: int = 0
+    api_keys: object = None
+    max_batch_sentences: int = 32
+    max_queue_sentences: int = 1024
+    batch_wait: float = 0.0
+
+
+class ServerState:
+    """What the routes share: the models with their batchers, settings, metrics and status
+    (`"warming"`, `"ready"`, `"draining"`).
+
+    Args:
+        models: list of `models.ServedModel`, loaded.
+        settings: `Settings`.
+    """
+
+    def __init__(self, models, settings):
+        self.models = models
+        self.settings = settings
+        self.metrics = Metrics()
+        self.limiter = RateLimiter()
+        self.status = "warming"
+        self.metrics.ready.set(0)
+        self.batchers = {}
+        for model in models:
+            name = model.spec.name
+            self.batchers[name] = Batcher(
+                model.translate,
+                max_batch_sentences=settings.max_batch_sentences,
+                max_queue_sentences=settings.max_queue_sentences,
+                max_wait=settings.batch_wait,
+                on_batch=self.metrics.batch_observer(name),
+                name=f"batcher {name}",
+            )
+            self.metrics.version.labels(name).set(-1 if model.version is None else model.version)
+
+    def set_status(self, status):
+        self.status = status
+        self.metrics.ready.set(1 if status == "ready" else 0)
+
+    def find(self, source, target):
+        """The model serving `source` -> `target`, and the source it serves (for `auto`)."""
+        if len(self.models) == 1 and self.models[0].spec.source is None:
+            return self.models[0], source
+        candidates = [
+            model
+            for model in self.models
+            if model.spec.target == target and source in ("auto", model.spec.source)
+        ]
+        if len(candidates) == 1:
+            return candidates[0], candidates[0].spec.source
+        pairs = ", ".join(model.spec.name for model in self.models)
+        if len(candidates) > 1:
+            raise ApiError(
+                400, f"source 'auto' is ambiguous for target {target!r}: name one of {pairs}"
+            )
+        raise ApiError(400, f"{source}:{target} is not supported (this server translates {pairs})")
+
+    def close(self, timeout=None):
+        """Answers what is queued, then stops the batchers."""
+        for batcher in self.batchers.values():
+            batcher.close(timeout)
+
+
+def create_app(state):
+    """The Starlette application of a `ServerState` (wrapped in the body-size bound and the
+    access log)."""
+    routes = [
+        Route("/", _page(), methods=["GET"]),
+        Route("/translate", _translate(state), methods=["POST"]),
+        Route("/languages", _languages(state), methods=["GET", "POST"]),
+        Route("/frontend/settings", _frontend_settings(state), methods=["GET"]),
+        Route("/health", _ready(state), methods=["GET"]),
+        Route("/health/ready", _ready(state), methods=["GET"]),
+        Route("/health/live", _live, methods=["GET"]),
+        Route("/metrics", _metrics(state), methods=["GET"]),
+        Route("/openapi.json", _openapi(state), methods=["GET"]),
+        Route("/spec", _openapi(state), methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: _not_found, 405: _not_allowed, ApiError: _api_error},
+    )
+    return AccessLog(BodyLimit(app, state.settings.body_limit), state.metrics)
+
+
+def error_response(status, message, headers=None):
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def _api_error(request, error):
+    return error_response(error.status, error.message, error.headers)
+
+
+async def _not_found(request, error):
+    return error_response(404, f"Not found: {request.url.path}")
+
+
+async def _not_allowed(request, error):
+    return error_response(405, f"Method not allowed: {request.method} {request.url.path}")
+
+
+async def _read_fields(request, body_limit):
+    """The body's fields: a JSON object, or a form (repeated `q` as a list)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    try:
+        if content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.form()
+            fields = {key: form.getlist(key) for key in form.keys()}
+            if any(not isinstance(value, str) for values in fields.values() for value in values):
+                raise ApiError(400, "Invalid request: files are not accepted, only text fields")
+            return {
+                key: values if key == "q" and len(values) > 1 else values[0]
+                for key, values in fields.items()
+            }
+        body = await request.body()
+    except BodyTooLarge:  # A streamed body (no Content-Length) passed the bound.
+        raise ApiError(413, f"Request body too large: at most {body_limit} bytes") from None
+    if not body:
+        return dict(request.query_params)
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as error:
+        message = str(error)[:200] if isinstance(error, ValueError) else "nested too deeply"
+        raise ApiError(400, f"Invalid request: the body is not valid JSON ({message})") from None
+
+
+def _translate(state):
+    settings = state.settings
+
+    async def translate(request):
+        fields = await _read_fields(request, settings.body_limit)
+        parsed = parse_translate(fields, settings.batch_limit)
+        client = request.client.host if request.client else "?"
+        limit = settings.req_limit
+        if settings.api_keys is not None:
+            if not parsed.api_key:
+                raise ApiError(403, "Please contact the server operator to get an API key")
+            if not settings.api_keys.known(parsed.api_key):
+                raise ApiError(403, "Invalid API key")
+            limit = settings.api_keys.limit(parsed.api_key, settings.req_limit)
+            client = "key:" + parsed.api_key
+        if not state.limiter.allow(client, limit):
+            raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
+        if settings.char_limit and parsed.characters > settings.char_limit:
+            raise ApiError(
+                413,
+                f"Invalid request: request ({parsed.characters}) exceeds text limit "
+                f"({settings.char_limit} characters)",
+            )
+        if state.status != "ready":
+            raise ApiError(
+                503, f"The server is {state.status}: try again later", {"Retry-After": "5"}
+            )
+        model, source = state.find(parsed.source, parsed.target)
+        try:
+            model.check_options(parsed.options)
+        except ValueError as error:
+            raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
+        sentences, prefixes, counts = split_lines(parsed)
+        name = model.spec.name
+        batcher = state.batchers[name]
+        try:
+            future = batcher.submit(Job(sentences, prefixes, parsed.options))
+        except (QueueFull, QueueClosed) as error:
+            raise ApiError(503, f"Overloaded: {error}", {"Retry-After": "1"}) from None
+        finally:
+            state.metrics.queue.labels(name).set(batcher.depth)
+        try:
+            results = await asyncio.wait_for(asyncio.wrap_future(future), settings.timeout)
+        except TimeoutError:
+            raise ApiError(
+                503,
+                f"Timed out: no translation within {settings.timeout:g} s",
+                {"Retry-After": "1"},
+            ) from None
+        except ValueError as error:
+            raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
+        except Exception as error:
+            logging.getLogger(__name__).exception("translation failed")
+            raise ApiError(500, f"Translation failed: {type(error).__name__}") from None
+        state.metrics.sentences.labels(name).inc(len(sentences))
+        state.metrics.characters.labels(name).inc(parsed.characters)
+        return JSONResponse(_answer(parsed, results, counts, source))
+
+    return translate
+
+
+def _answer(parsed, results, counts, source):
+    """LibreTranslate's response body of one request's results (one per line)."""
+    texts, alternatives, scores, alternative_scores, truncated = [], [], [], [], []
+    offset = 0
+    for count in counts:
+        lines = results[offset : offset + count]
+        offset += count
+        hypotheses = [line if isinstance(line, list) else [line] for line in lines]
+        texts.append("\n".join(line[0].text for line in hypotheses))
+        scores.append(sum(line[0].score for line in hypotheses))
+        truncated.append(any(line[0].truncated for line in hypotheses))
+        others, other_scores = [], []
+        for rank in range(1, parsed.alternatives + 1):
+            if all(len(line) <= rank for line in hypotheses):
+                break  # No line has this many hypotheses (an empty text has one).
+            chosen = [line[min(rank, len(line) - 1)] for line in hypotheses]
+            others.append("\n".join(hypothesis.text for hypothesis in chosen))
+            other_scores.append(sum(hypothesis.score for hypothesis in chosen))
+        alternatives.append(others)
+        alternative_scores.append(other_scores)
+
+    def shaped(values):
+        return values[0] if parsed.single else values
+
+    body = {"translatedText": shaped(texts)}
+    if parsed.alternatives:
+        body["alternatives"] = shaped(alternatives)
+    if parsed.scores:
+        body["scores"] = shaped(scores)
+        if parsed.alternatives:
+            body["alternativeScores"] = shaped(alternative_scores)
+    if any(truncated):
+        body["truncated"] = shaped(truncated)
+    if parsed.source == "auto":
+        body["detectedLanguage"] = {"language": source, "confidence": 0}
+    return body
+
+
+def language_list(state):
+    """LibreTranslate's `/languages`: each served source with its targets."""
+    targets = {}
+    for model in state.models:
+        if model.spec.source is not None:
+            targets.setdefault(model.spec.source, []).append(model.spec.target)
+    return [
+        {
+            "code": code,
+            "name": LANGUAGE_NAMES.get(code.split("-")[0].lower(), code),
+            "targets": sorted(codes),
+        }
+        for code, codes in sorted(targets.items())
+    ]
+
+
+def _languages(state):
+    async def languages(request):
+        return JSONResponse(language_list(state))
+
+    return languages
+
+
+def _frontend_settings(state):
+    async def frontend_settings(request):
+        settings = state.settings
+        return JSONResponse(
+            {
+                "charLimit": settings.char_limit or -1,
+                "keyRequired": settings.api_keys is not None,
+                "suggestions": False,
+                "filesTranslation": False,
+                "supportedFilesFormat": [],
+                "anyPair": len(state.models) == 1 and state.models[0].spec.source is None,
+                "alternatives": min(_beam_sizes(state)) - 1,
+            }
+        )
+
+    return frontend_settings
+
+
+def _beam_sizes(state):
+    return [getattr(model.engine, "beam_size", None) or 1 for model in state.models]
+
+
+def _ready(state):
+    async def ready(request):
+        models = [
+            {"model": model.spec.name, "path": model.directory, "version": model.version}
+            for model in state.models
+        ]
+        status = 200 if state.status == "ready" else 503
+        return JSONResponse({"status": state.status, "models": models}, status_code=status)
+
+    return ready
+
+
+async def _live(request):
+    return JSONResponse({"status": "alive"})
+
+
+def _metrics(state):
+    async def metrics(request):
+        for name, batcher in state.batchers.items():
+            state.metrics.queue.labels(name).set(batcher.depth)
+        for model in state.models:
+            state.metrics.version.labels(model.spec.name).set(
+                -1 if model.version is None else model.version
+            )
+        body, content_type = state.metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    return metrics
+
+
+def _openapi(state):
+    async def openapi(request):
+        return JSONResponse(openapi_document(state.settings))
+
+    return openapi
+
+
+def _page():
+    page = importlib.resources.files(__package__).joinpath("page.html").read_text("utf-8")
+
+    async def index(request):
+        return HTMLResponse(page)
+
+    return index
+
+
+class AccessLog:
+    """ASGI middleware: one log line per request (client, method, path, status, bytes,
+    milliseconds; never a body or a key) and the request metrics."""
+
+    def __init__(self, app, metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status, size = 500, 0
+
+        async def logged_send(message):
+            nonlocal status, size
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                size += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, logged_send)
+        finally:
+            seconds = time.perf_counter() - start
+            path = scope.get("path", "")
+            route = path if path in ROUTES else "other"
+            self.metrics.requests.labels(route, str(status)).inc()
+            self.metrics.latency.labels(route).observe(seconds)
+            client = scope.get("client") or ("-", 0)
+            ACCESS_LOG.info(
+                '%s "%s %s" %d %dB %.1fms',
+                client[0],
+                scope.get("method", "-"),
+                path[:200],
+                status,
+                size,
+                1000 * seconds,
+            )

@@ -1,0 +1,202 @@
+"""Batching across requests: the sentences of concurrent requests that ask for the same search
+are merged into one engine call, which cuts them into the engine's length buckets
+(`keras_transformer.translation.run_translation`).
+
+One `Batcher` per served model owns one thread and a bounded queue. While the engine runs a
+batch, new requests wait in the queue; when it is free, the thread takes the oldest waiting
+request and every later one with the same `SearchOptions`, up to `max_batch_sentences`
+sentences, and translates them in one call. A full queue refuses a request at once
+(`QueueFull`, the server's 503), and a request whose caller stopped waiting (its time limit)
+is skipped if it has not started. Pure Python: the engine call is handed in.
+"""
+
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+import time
+
+
+class QueueFull(Exception):
+    """The queue holds too many sentences to take a request (the server answers 503)."""
+
+
+class QueueClosed(Exception):
+    """The batcher is draining or stopped: it takes no new request."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """The search a request asks for; requests with equal options are batched together.
+
+    Attributes:
+        beam_size: int or `None` (the engine's).
+        num_hypotheses: int or `None` (the best only).
+        sampling_topk, sampling_topp, sampling_temperature: sampling (any set: sampling on).
+        seed: int. The sampling seed.
+        prefixed: bool. The request gives target prefixes.
+    """
+
+    beam_size: int = None
+    num_hypotheses: int = None
+    sampling_topk: int = None
+    sampling_topp: float = None
+    sampling_temperature: float = None
+    seed: int = 0
+    prefixed: bool = False
+
+    @property
+    def sampling(self):
+        return any(
+            value is not None
+            for value in (self.sampling_topk, self.sampling_topp, self.sampling_temperature)
+        )
+
+    def arguments(self):
+        """The keyword arguments of `engine.translate` for these options (unset ones left out,
+        so an engine without sampling is called without its arguments)."""
+        names = ("beam_size", "num_hypotheses", "sampling_topk", "sampling_topp")
+        arguments = {name: getattr(self, name) for name in names}
+        arguments["sampling_temperature"] = self.sampling_temperature
+        arguments = {name: value for name, value in arguments.items() if value is not None}
+        if self.sampling:
+            arguments["seed"] = self.seed
+        return arguments
+
+
+@dataclasses.dataclass
+class Job:
+    """One request's sentences (and prefixes, or `None`), its options and the future its
+    results go to: a list of one result per sentence (a `Translation`, or a list of them for
+    an n-best request)."""
+
+    sentences: list
+    prefixes: list
+    options: SearchOptions
+    future: concurrent.futures.Future = dataclasses.field(default_factory=concurrent.futures.Future)
+    enqueued: float = dataclasses.field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """Merges queued jobs with equal options into batches for one engine, on its own thread.
+
+    Args:
+        translate: callable `(sentences, prefixes, options) -> results`: one result per
+            sentence (`prefixes` is `None` unless `options.prefixed`).
+        max_batch_sentences: int. Most sentences merged into one call (a single larger
+            request is still taken whole). Defaults to `64`.
+        max_queue_sentences: int. Most sentences waiting; `submit` raises `QueueFull` beyond.
+            Defaults to `1024`.
+        max_wait: float. Seconds the thread waits for more requests after the first one
+            before it runs a batch that is not full. Defaults to `0.0`: it runs at once, and
+            requests that arrive meanwhile make up the next batch.
+        on_batch: callable `(sentences, jobs, seconds)` called after each batch (metrics).
+            Defaults to `None`.
+        name: str. The thread's name. Defaults to `"batcher"`.
+    """
+
+    def __init__(
+        self,
+        translate,
+        max_batch_sentences=64,
+        max_queue_sentences=1024,
+        max_wait=0.0,
+        on_batch=None,
+        name="batcher",
+    ):
+        self.translate = translate
+        self.max_batch_sentences = max_batch_sentences
+        self.max_queue_sentences = max_queue_sentences
+        self.max_wait = max_wait
+        self.on_batch = on_batch
+        self._queue = collections.deque()
+        self._queued_sentences = 0
+        self._closing = False
+        self._condition = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def depth(self):
+        """The number of sentences waiting."""
+        return self._queued_sentences
+
+    def submit(self, job):
+        """Queues `job` and returns its future. Raises `QueueFull` or `QueueClosed`."""
+        with self._condition:
+            if self._closing:
+                raise QueueClosed("the server is shutting down")
+            if self._queued_sentences + len(job.sentences) > self.max_queue_sentences:
+                raise QueueFull(
+                    f"the queue is full ({self._queued_sentences} sentences waiting, at most "
+                    f"{self.max_queue_sentences}): try again later"
+                )
+            self._queue.append(job)
+            self._queued_sentences += len(job.sentences)
+            self._condition.notify()
+        return job.future
+
+    def close(self, timeout=None):
+        """Takes no new job, answers the queued ones, then stops the thread."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    def _run(self):
+        while True:
+            with self._condition:
+                while not self._queue and not self._closing:
+                    self._condition.wait()
+                if not self._queue:
+                    return  # Closing, and nothing left to answer.
+                if self.max_wait > 0 and not self._closing:
+                    deadline = self._queue[0].enqueued + self.max_wait
+                    while self._queued_sentences < self.max_batch_sentences:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._condition.wait(left)
+                jobs = self._take()
+            if jobs:
+                self._process(jobs)
+
+    def _take(self):
+        """The oldest job and the later ones with its options, up to `max_batch_sentences`
+        (under the lock); jobs whose caller gave up are dropped."""
+        jobs, kept, options, count = [], collections.deque(), None, 0
+        while self._queue:
+            job = self._queue.popleft()
+            if options is None or (
+                job.options == options and count + len(job.sentences) <= self.max_batch_sentences
+            ):
+                self._queued_sentences -= len(job.sentences)
+                if not job.future.set_running_or_notify_cancel():
+                    continue  # Cancelled: its request timed out while it waited.
+                options = job.options
+                jobs.append(job)
+                count += len(job.sentences)
+            else:
+                kept.append(job)
+        self._queue = kept
+        return jobs
+
+    def _process(self, jobs):
+        sentences = [sentence for job in jobs for sentence in job.sentences]
+        prefixes = None
+        if jobs[0].options.prefixed:
+            prefixes = [prefix for job in jobs for prefix in job.prefixes]
+        start = time.perf_counter()
+        try:
+            results = self.translate(sentences, prefixes, jobs[0].options)
+        except Exception as error:  # Every request of the batch gets the engine's error.
+            for job in jobs:
+                job.future.set_exception(error)
+            return
+        finally:
+            if self.on_batch is not None:
+                self.on_batch(len(sentences), len(jobs), time.perf_counter() - start)
+        offset = 0
+        for job in jobs:
+            job.future.set_result(results[offset : offset + len(job.sentences)])
+            offset += len(job.sentences)

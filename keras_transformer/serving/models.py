@@ -1,0 +1,252 @@
+"""The models a server translates with: which path answers which language pair, the version
+of a model server's base path being served, and the warm-up that compiles an engine's shapes
+before it takes requests.
+
+`--model PATH` opens anything `keras_transformer.engines.load_translator` opens and answers
+any `source`/`target`; `--model es:en=PATH` serves that pair only. A base path of numbered
+version directories (as `export --version N` writes them) serves its highest version, and a
+`ServedModel` that watches it loads, warms and switches to a newer version when one appears,
+while the old one answers the batches already under way (as TensorFlow Serving does).
+Version directories are written under a temporary name and renamed when complete
+(`keras_transformer.export.versions`), so a version that appears is whole.
+"""
+
+import dataclasses
+import os
+import re
+import threading
+import time
+
+from keras_transformer.engines import SavedModelTranslator, check_options, load_translator
+from keras_transformer.export.saved_model import (
+    INPUT_NAME,
+    N_BEST_SIGNATURE_NAME,
+    PREFIX_INPUT_NAME,
+    WARMUP_PATH,
+    make_warmup_requests,
+    read_warmup_requests,
+)
+from keras_transformer.export.versions import latest_version
+from keras_transformer.saving.preset import HUB_SCHEMES
+
+# `es:en=PATH`: a language pair, then the path. Codes as LibreTranslate's (`en`, `pt-BR`,
+# `zh-Hans`): a letter, then letters, digits, `-` or `_`.
+_CODE = r"[A-Za-z][A-Za-z0-9_-]{0,15}"
+PAIR_PATTERN = re.compile(rf"^({_CODE}):({_CODE})=(.+)$", re.DOTALL)
+# What `--warmup` may ask for: the default search of every compiled shape, that and the
+# target-prefix searches, or nothing.
+WARMUPS = ("default", "full", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A `--model` argument: the path and its language pair (`None`, `None` for any)."""
+
+    path: str
+    source: str = None
+    target: str = None
+
+    @property
+    def name(self):
+        """The model's name in logs and metrics: its pair, or `*:*` for a model of any pair."""
+        return f"{self.source or '*'}:{self.target or '*'}"
+
+
+def parse_model_spec(text):
+    """The `ModelSpec` of a `--model` value: `PATH` or `SOURCE:TARGET=PATH`.
+
+    Example:
+
+    >>> parse_model_spec("es:en=runs/bible")
+    ModelSpec(path='runs/bible', source='es', target='en')
+    >>> parse_model_spec("hf://user/opus-mt-es-en").source is None
+    True
+    """
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"`--model` must be PATH or SOURCE:TARGET=PATH. Received: {text!r}")
+    match = PAIR_PATTERN.match(text)
+    if match is None:
+        return ModelSpec(text)
+    source, target, path = match.groups()
+    if source == target:
+        raise ValueError(f"A model's source and target must differ. Received: {text!r}")
+    return ModelSpec(path, source, target)
+
+
+def check_specs(specs):
+    """Refuses a set of `ModelSpec`s that cannot be told apart: two models of one pair, or a
+    model of any pair beside others."""
+    pairs = [(spec.source, spec.target) for spec in specs]
+    if len(specs) > 1 and (None, None) in pairs:
+        raise ValueError(
+            "Several models are served by language pair: give each one as "
+            "`--model SOURCE:TARGET=PATH`. Received: "
+            + ", ".join(repr(spec.path) for spec in specs if spec.source is None)
+            + " without a pair"
+        )
+    repeated = sorted({f"{s}:{t}" for s, t in pairs if pairs.count((s, t)) > 1})
+    if repeated:
+        raise ValueError(f"One model per language pair. Received twice: {', '.join(repeated)}")
+
+
+def served_version(path):
+    """`(directory, version)`: the directory to open for `path` and its version number, or
+    `None` for a path that is no base path of numbered versions (or a hub handle)."""
+    if path.startswith(HUB_SCHEMES):
+        return path, None
+    directory = latest_version(path)
+    if directory == path:
+        return path, None
+    return directory, int(os.path.basename(directory))
+
+
+def warm(engine, max_batch_sentences, warmup="default"):
+    """Runs the searches a served engine compiles, so that no request pays a compilation.
+
+    A Keras `Translator` on TensorFlow or JAX compiles one search per (source bucket, padded
+    batch size): it translates one batch of each, with 1, 2, 4, ... sentences up to
+    `max_batch_sentences` (the requests of `keras_transformer.export.make_warmup_requests`),
+    and with `warmup="full"` the target-prefix searches too. A SavedModel replays the warm-up
+    requests it was exported with (`assets.extra/tf_serving_warmup_requests`, its prefix
+    requests with `"full"`). PyTorch and CTranslate2 compile nothing: one sentence loads what
+    they load lazily.
+
+    Returns:
+        int, the number of warm-up calls made.
+    """
+    if warmup == "none":
+        return 0
+    for name, sentences, prefixes in _warmup_calls(engine, max_batch_sentences):
+        if prefixes is not None and warmup != "full":
+            continue
+        if name == N_BEST_SIGNATURE_NAME:
+            engine.translate(sentences, num_hypotheses=1)
+        else:
+            engine.translate(sentences, target_prefix=prefixes)
+    return len(_warmup_calls(engine, max_batch_sentences))
+
+
+def _warmup_calls(engine, max_batch_sentences):
+    """`(signature name, sentences, prefixes or None)` of each warm-up call of `engine`."""
+    if isinstance(engine, SavedModelTranslator):
+        if not os.path.exists(os.path.join(engine.directory, WARMUP_PATH)):
+            return []
+        calls = []
+        for name, inputs in read_warmup_requests(engine.directory):
+            prefixes = inputs.get(PREFIX_INPUT_NAME)
+            calls.append(
+                (name, list(inputs[INPUT_NAME]), None if prefixes is None else list(prefixes))
+            )
+        return calls
+    preprocessor = engine.preprocessor
+    requests = make_warmup_requests(preprocessor, min(max_batch_sentences, engine.batch_size))
+    calls = [
+        (name, sentences, prefixes[0] if prefixes else None)
+        for name, sentences, *prefixes in requests
+    ]
+    if not _compiles_shapes(engine):
+        return calls[:1]
+    return calls
+
+
+def _compiles_shapes(engine):
+    """Whether `engine` traces or compiles one search per shape (a Keras `Translator` on
+    TensorFlow or JAX: XLA, `jax.jit`, or a `tf.function` graph when not jit-compiled)."""
+    if not hasattr(engine, "generator"):  # CTranslate2: nothing to compile.
+        return False
+    import keras
+
+    return keras.backend.backend() in ("tensorflow", "jax")
+
+
+class ServedModel:
+    """One served model: its engine, the version it serves, and the watch for newer ones.
+
+    Args:
+        spec: `ModelSpec`.
+        engine: str or `None`. `engines.load_translator`'s `engine`. Defaults to `None`.
+        max_batch_sentences: int. The largest batch the warm-up covers.
+        warmup: one of `WARMUPS`. Defaults to `"default"`.
+        log: callable `(str)`, for the version changes. Defaults to `print`.
+    """
+
+    def __init__(self, spec, engine=None, max_batch_sentences=32, warmup="default", log=print):
+        self.spec = spec
+        self.engine_name = engine
+        self.max_batch_sentences = max_batch_sentences
+        self.warmup = warmup
+        self.log = log
+        self.engine = None
+        self.version = None
+        self.directory = None
+        self.warm = False
+        self._failed = None  # A version that failed to load: not tried again.
+        self._lock = threading.Lock()  # One load at a time (start-up, the watch).
+
+    def load(self):
+        """Opens the highest version (or the path). Raises what `load_translator` raises."""
+        with self._lock:
+            directory, version = served_version(self.spec.path)
+            engine = load_translator(directory, self.engine_name)
+            self.engine, self.directory, self.version = engine, directory, version
+
+    def warm_up(self):
+        """Warms the engine being served; returns the number of warm-up calls."""
+        calls = warm(self.engine, self.max_batch_sentences, self.warmup)
+        self.warm = True
+        return calls
+
+    def check_options(self, options):
+        """Raises a `ValueError` naming the option unless the engine can run that search."""
+        check_options(
+            self.engine,
+            options.beam_size,
+            options.num_hypotheses,
+            target_prefix=options.prefixed,
+            sampling_topk=options.sampling_topk,
+            sampling_topp=options.sampling_topp,
+            sampling_temperature=options.sampling_temperature,
+            seed=options.seed,
+        )
+
+    def translate(self, sentences, prefixes, options):
+        """The engine's results for one batch (`Batcher`'s `translate`): the engine being
+        served when the batch starts answers all of it."""
+        engine = self.engine
+        arguments = options.arguments()
+        if prefixes is not None:
+            arguments["target_prefix"] = prefixes
+        return engine.translate(sentences, **arguments)
+
+    def update(self):
+        """Loads, warms and serves a newer version of a base path, if one appeared.
+
+        Returns:
+            The new version number, or `None` when there is none (or it failed to load: the
+            error is logged and the served version stays).
+        """
+        if self.version is None:
+            return None
+        directory, version = served_version(self.spec.path)
+        if version is None or version <= self.version or version == self._failed:
+            return None
+        with self._lock:
+            try:
+                engine = load_translator(directory, self.engine_name)
+                started = time.perf_counter()
+                calls = warm(engine, self.max_batch_sentences, self.warmup)
+            except Exception as error:  # A bad version never stops the served one.
+                self.log(
+                    f"{self.spec.name}: version {version} ({directory}) failed to load, still "
+                    f"serving version {self.version}: {type(error).__name__}: "
+                    + " ".join(str(error).split())[:500]
+                )
+                self._failed = version
+                return None
+            previous = self.version
+            self.engine, self.directory, self.version = engine, directory, version
+        self.log(
+            f"{self.spec.name}: serving version {version} ({directory}; {calls} warm-up calls, "
+            f"{time.perf_counter() - started:.1f} s), was {previous}"
+        )
+        return version

@@ -1,0 +1,185 @@
+"""The OpenAPI 3 description of the server (`GET /openapi.json`, `GET /spec`)."""
+
+from keras_transformer.version import __version__
+
+_ERROR = {
+    "description": "An error",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}},
+                "required": ["error"],
+            }
+        }
+    },
+}
+
+
+def _json(schema, description="OK"):
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _status(schema):
+    return {
+        "200": _json(schema),
+        "503": _json(schema, "Warming up or draining"),
+    }
+
+
+def openapi_document(settings):
+    """The OpenAPI 3.0 document, with the server's limits in the descriptions."""
+    texts = {
+        "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+    }
+    request = {
+        "type": "object",
+        "required": ["q", "source", "target"],
+        "properties": {
+            "q": {
+                **texts,
+                "description": "Text(s) to translate, line by line; at most "
+                f"{settings.char_limit or 'any number of'} characters in all, "
+                f"{settings.batch_limit or 'any number of'} texts",
+            },
+            "source": {"type": "string", "description": "Source language code, or 'auto'"},
+            "target": {"type": "string", "description": "Target language code"},
+            "format": {"type": "string", "enum": ["text"], "default": "text"},
+            "alternatives": {
+                "type": "integer",
+                "minimum": 0,
+                "default": 0,
+                "description": "Other translations to return (at most the beam size - 1)",
+            },
+            "api_key": {"type": "string", "description": "Needed when the server has keys"},
+            "target_prefix": {
+                **texts,
+                "description": "Extra: each translation starts with this (one per text)",
+            },
+            "beam_size": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Extra: beam size "
+                "(another than the model's compiles a search on first use)",
+            },
+            "sampling_topk": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Extra: sample from the K most probable tokens (needs beam_size 1)",
+            },
+            "sampling_topp": {"type": "number", "description": "Extra: nucleus sampling"},
+            "sampling_temperature": {
+                "type": "number",
+                "description": "Extra: sampling temperature",
+            },
+            "seed": {"type": "integer", "minimum": 0, "description": "Extra: sampling seed"},
+            "scores": {
+                "type": "boolean",
+                "default": False,
+                "description": "Extra: return each translation's score",
+            },
+        },
+    }
+    response = {
+        "type": "object",
+        "required": ["translatedText"],
+        "properties": {
+            "translatedText": texts,
+            "alternatives": {"type": "array", "items": {}},
+            "scores": {
+                "oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]
+            },
+            "alternativeScores": {"type": "array", "items": {}},
+            "truncated": {
+                "oneOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "boolean"}}],
+                "description": "Present when a line was longer than the model's "
+                "longest source and was cut",
+            },
+            "detectedLanguage": {
+                "type": "object",
+                "properties": {"language": {"type": "string"}, "confidence": {"type": "number"}},
+            },
+        },
+    }
+    body = {"application/json": {"schema": request}}
+    body["application/x-www-form-urlencoded"] = {"schema": request}
+    body["multipart/form-data"] = {"schema": request}
+    language = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string"},
+            "name": {"type": "string"},
+            "targets": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    health = {
+        "type": "object",
+        "properties": {"status": {"type": "string"}, "models": {"type": "array", "items": {}}},
+    }
+    errors = {
+        "400": _ERROR,
+        "403": _ERROR,
+        "413": _ERROR,
+        "429": _ERROR,
+        "500": _ERROR,
+        "503": _ERROR,
+    }
+    languages = {"200": _json({"type": "array", "items": language})}
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "keras-transformer serve",
+            "version": __version__,
+            "description": "LibreTranslate's API over Transformer translators, with extras.",
+        },
+        "paths": {
+            "/translate": {
+                "post": {
+                    "summary": "Translate text",
+                    "requestBody": {"required": True, "content": body},
+                    "responses": {"200": _json(response), **errors},
+                }
+            },
+            "/languages": {
+                "get": {"summary": "Served languages", "responses": languages},
+                "post": {"summary": "Served languages", "responses": languages},
+            },
+            "/frontend/settings": {
+                "get": {
+                    "summary": "Settings of the page",
+                    "responses": {"200": _json({"type": "object"})},
+                }
+            },
+            "/health": {"get": {"summary": "Readiness", "responses": _status(health)}},
+            "/health/ready": {"get": {"summary": "Readiness", "responses": _status(health)}},
+            "/health/live": {"get": {"summary": "Liveness", "responses": {"200": _json(health)}}},
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "responses": {
+                        "200": {
+                            "description": "OK",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"})}}
+            },
+            "/spec": {
+                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"})}}
+            },
+            "/": {
+                "get": {
+                    "summary": "The web page",
+                    "responses": {
+                        "200": {
+                            "description": "OK",
+                            "content": {"text/html": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+        },
+    }

@@ -1,0 +1,203 @@
+"""A `POST /translate` body, as LibreTranslate accepts it, read into a `TranslateRequest`.
+
+LibreTranslate's fields: `q` (a string, or a list of strings), `source`, `target`, `format`
+(`"text"`; `"html"` is refused), `alternatives` (how many other translations to return),
+`api_key`. This package's extra fields: `target_prefix` (a string per text: each translation
+starts with it), `beam_size`, `sampling_topk`, `sampling_topp`, `sampling_temperature`,
+`seed` and `scores` (return each translation's score). A JSON body gives them typed; a form
+body (`application/x-www-form-urlencoded` or `multipart/form-data`, what LibreTranslate's
+clients send) gives strings, read as the same types; `q` may repeat in a form.
+
+A text is translated line by line: each line of `q` is one sentence for the model, and the
+translation keeps the text's line breaks.
+"""
+
+import dataclasses
+import math
+
+from keras_transformer.serving.batching import SearchOptions
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": message}` with an HTTP status."""
+
+    def __init__(self, status, message, headers=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+@dataclasses.dataclass
+class TranslateRequest:
+    """A checked `/translate` request.
+
+    Attributes:
+        texts: list of str. The texts (`q`, one for a single string).
+        single: bool. `q` was a string (the answer then holds strings, not lists).
+        source, target: str. Language codes (`"auto"` allowed as source).
+        alternatives: int. Other translations per text (LibreTranslate's `alternatives`).
+        api_key: str or `None`.
+        prefixes: list of str (one per text) or `None`.
+        options: `SearchOptions`.
+        scores: bool. Return the scores.
+    """
+
+    texts: list
+    single: bool
+    source: str
+    target: str
+    alternatives: int = 0
+    api_key: str = None
+    prefixes: list = None
+    options: SearchOptions = dataclasses.field(default_factory=SearchOptions)
+    scores: bool = False
+
+    @property
+    def characters(self):
+        return sum(len(text) for text in self.texts)
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _string(fields, name, required=True):
+    value = fields.get(name)
+    if value is None or value == "":
+        if required:
+            raise ApiError(400, f"Invalid request: missing {name} parameter")
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, f"Invalid request: {name} must be a string. Received: {_short(value)}")
+    return value
+
+
+def _number(fields, name, kind, minimum=None):
+    """An int or float field (a form's string read as one), or `None` when absent."""
+    value = fields.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = kind(value)
+        except ValueError:
+            raise ApiError(
+                400, f"Invalid request: {name} must be a number. Received: {_short(value)}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ApiError(400, f"Invalid request: {name} must be a number. Received: {_short(value)}")
+    if kind is int and not float(value).is_integer():
+        raise ApiError(
+            400, f"Invalid request: {name} must be an integer. Received: {_short(value)}"
+        )
+    value = kind(value)
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ApiError(
+            400, f"Invalid request: {name} must be a finite number{bound}. Received: {value}"
+        )
+    return value
+
+
+def _boolean(fields, name):
+    value = fields.get(name)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "1", "false", "0", ""):
+        return value.lower() in ("true", "1")
+    raise ApiError(400, f"Invalid request: {name} must be true or false. Received: {_short(value)}")
+
+
+def _texts(value, name):
+    """`(list of str, single)` of `q` or `target_prefix`."""
+    if isinstance(value, str):
+        return [value], True
+    if isinstance(value, list) and all(isinstance(text, str) for text in value):
+        return list(value), False
+    raise ApiError(
+        400,
+        f"Invalid request: {name} must be a string or a list of strings. Received: {_short(value)}",
+    )
+
+
+def parse_translate(fields, batch_limit=None):
+    """The `TranslateRequest` of a body's fields (a dict; a form's repeated `q` as a list).
+
+    Raises:
+        ApiError: 400 naming the field and the value received.
+    """
+    if not isinstance(fields, dict):
+        raise ApiError(
+            400, f"Invalid request: the body must be a JSON object. Received: {_short(fields)}"
+        )
+    if fields.get("q") is None:
+        raise ApiError(400, "Invalid request: missing q parameter")
+    texts, single = _texts(fields["q"], "q")
+    if not texts:
+        raise ApiError(400, "Invalid request: q must hold at least one text")
+    if batch_limit and len(texts) > batch_limit:
+        raise ApiError(
+            400, f"Invalid request: request ({len(texts)}) exceeds text limit ({batch_limit})"
+        )
+    source = _string(fields, "source")
+    target = _string(fields, "target")
+    text_format = _string(fields, "format", required=False)
+    if text_format not in (None, "text"):
+        raise ApiError(
+            400,
+            f"Invalid request: format must be 'text' (HTML is not supported). Received: {_short(text_format)}",
+        )
+    api_key = fields.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        raise ApiError(
+            400, f"Invalid request: api_key must be a string. Received: {_short(api_key)}"
+        )
+    alternatives = _number(fields, "alternatives", int, minimum=0) or 0
+    prefixes = None
+    if fields.get("target_prefix") not in (None, ""):
+        prefixes, single_prefix = _texts(fields["target_prefix"], "target_prefix")
+        if single_prefix != single or len(prefixes) != len(texts):
+            raise ApiError(
+                400,
+                "Invalid request: target_prefix must be a string for a string q and a list of "
+                f"as many strings for a list. Received: {len(prefixes)} prefixes for "
+                f"{len(texts)} texts",
+            )
+    sampling = {
+        "sampling_topk": _number(fields, "sampling_topk", int, minimum=0),
+        "sampling_topp": _number(fields, "sampling_topp", float),
+        "sampling_temperature": _number(fields, "sampling_temperature", float),
+    }
+    options = SearchOptions(
+        beam_size=_number(fields, "beam_size", int, minimum=1),
+        num_hypotheses=alternatives + 1 if alternatives else None,
+        seed=_number(fields, "seed", int, minimum=0) or 0,
+        prefixed=prefixes is not None,
+        **sampling,
+    )
+    return TranslateRequest(
+        texts=texts,
+        single=single,
+        source=source,
+        target=target,
+        alternatives=alternatives,
+        api_key=api_key,
+        prefixes=prefixes,
+        options=options,
+        scores=_boolean(fields, "scores"),
+    )
+
+
+def split_lines(request):
+    """`(sentences, prefixes, counts)`: each text cut into its lines, the prefixes (a text's
+    prefix goes to its first line, the others get none) and the number of lines per text."""
+    sentences, prefixes, counts = [], [], []
+    for index, text in enumerate(request.texts):
+        lines = text.split("\n")
+        sentences += [line.rstrip("\r") for line in lines]
+        counts.append(len(lines))
+        if request.prefixes is not None:
+            prefixes += [request.prefixes[index]] + [""] * (len(lines) - 1)
+    return sentences, (prefixes if request.prefixes is not None else None), counts
