@@ -1,0 +1,361 @@
+"""The HTTP API of `keras-transformer serve` in process (Starlette's test client) over a fake
+engine: LibreTranslate's request and response shapes, each error with its status code, keys
+and rates, limits, health, metrics, the OpenAPI description and the access log."""
+
+import json
+import logging
+import threading
+
+import pytest
+from starlette.testclient import TestClient
+
+from keras_transformer.serving import ApiKeys, ServedModel, ServerState, Settings, create_app
+from keras_transformer.serving.app import ROUTES
+from keras_transformer.serving.limits import RateLimiter
+from keras_transformer.serving.models import ModelSpec, check_specs, parse_model_spec
+from keras_transformer.serving.requests import ApiError, parse_translate
+from keras_transformer.translation import Translation
+
+pytestmark = pytest.mark.one_backend
+
+
+class FakeEngine:
+    """Upper-cases each sentence; hypothesis k of an n-best list ends with `#k`; a sentence
+    longer than 20 characters is `truncated`."""
+
+    beam_size = 4
+    alpha = 0.6
+
+    def __init__(self, gate=None):
+        self.calls = []
+        self.gate = gate
+
+    def translate(self, sentences, num_hypotheses=None, target_prefix=None, beam_size=None):
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.calls.append(list(sentences))
+        prefixes = target_prefix or [""] * len(sentences)
+        results = []
+        for sentence, prefix in zip(sentences, prefixes, strict=True):
+            hypotheses = [
+                Translation(
+                    text=prefix + sentence.upper() + (f" #{rank}" if rank else ""),
+                    score=-1.0 - rank,
+                    tokens=[],
+                    truncated=len(sentence) > 20,
+                    source_tokens=[],
+                    target_tokens=[],
+                )
+                for rank in range(num_hypotheses or 1)
+            ]
+            if not sentence:
+                hypotheses = hypotheses[:1]
+            results.append(hypotheses if num_hypotheses else hypotheses[0])
+        return results
+
+
+def make_state(specs=("es:en=fake",), status="ready", gate=None, **settings):
+    models = []
+    for text in specs:
+        model = ServedModel(parse_model_spec(text))
+        model.engine, model.directory = FakeEngine(gate), model.spec.path
+        models.append(model)
+    state = ServerState(models, Settings(**settings))
+    state.set_status(status)
+    return state
+
+
+@pytest.fixture
+def client():
+    state = make_state()
+    with TestClient(create_app(state)) as client:
+        yield client
+    state.close(5)
+
+
+def post(client, body, **kwargs):
+    return client.post("/translate", json=body, **kwargs)
+
+
+def test_json_and_form_bodies_answer_as_libretranslate(client):
+    answer = post(client, {"q": "hola", "source": "es", "target": "en"})
+    assert answer.status_code == 200 and answer.json() == {"translatedText": "HOLA"}
+    answer = post(client, {"q": ["uno", "dos\ntres"], "source": "es", "target": "en"})
+    assert answer.json() == {"translatedText": ["UNO", "DOS\nTRES"]}
+    # What LibreTranslate's clients send: a form, `q` repeated for a list.
+    form = client.post("/translate", data={"q": "hola", "source": "es", "target": "en"})
+    assert form.json() == {"translatedText": "HOLA"}
+    form = client.post(
+        "/translate",
+        content="q=uno&q=dos&source=es&target=en&alternatives=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert form.json() == {
+        "translatedText": ["UNO", "DOS"],
+        "alternatives": [["UNO #1"], ["DOS #1"]],
+    }
+    multipart = client.post(
+        "/translate",
+        data={"q": "hola", "source": "es", "target": "en"},
+        files={"x": ("a.txt", b"data")},
+    )
+    assert multipart.status_code == 400 and "files are not accepted" in multipart.json()["error"]
+
+
+def test_alternatives_scores_prefix_truncation_and_auto(client):
+    body = {"q": "hola\nadiós", "source": "auto", "target": "en", "alternatives": 2, "scores": True}
+    assert post(client, body).json() == {
+        "translatedText": "HOLA\nADIÓS",
+        "alternatives": ["HOLA #1\nADIÓS #1", "HOLA #2\nADIÓS #2"],
+        "scores": -2.0,
+        "alternativeScores": [-4.0, -6.0],
+        "detectedLanguage": {"language": "es", "confidence": 0},
+    }
+    answer = post(
+        client, {"q": ["a", ""], "source": "es", "target": "en", "target_prefix": ["x ", "y "]}
+    )
+    assert answer.json() == {"translatedText": ["x A", "y "]}
+    long = "una frase bastante larga"
+    answer = post(client, {"q": [long, "corta"], "source": "es", "target": "en"})
+    assert answer.json()["truncated"] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"source": "es", "target": "en"}, 400, "missing q parameter"),
+        ({"q": "x", "target": "en"}, 400, "missing source parameter"),
+        ({"q": "x", "source": "es"}, 400, "missing target parameter"),
+        (
+            {"q": 5, "source": "es", "target": "en"},
+            400,
+            "q must be a string or a list of strings. Received: 5",
+        ),
+        ({"q": [], "source": "es", "target": "en"}, 400, "at least one text"),
+        ({"q": "x", "source": "es", "target": "en", "format": "html"}, 400, "Received: 'html'"),
+        (
+            {"q": "x", "source": "es", "target": "en", "alternatives": "two"},
+            400,
+            "alternatives must be a number",
+        ),
+        ({"q": "x", "source": "es", "target": "en", "alternatives": -1}, 400, ">= 0. Received: -1"),
+        ({"q": "x", "source": "es", "target": "en", "alternatives": 4}, 400, "num_hypotheses"),
+        (
+            {"q": "x", "source": "es", "target": "en", "beam_size": 1.5},
+            400,
+            "beam_size must be an integer",
+        ),
+        ({"q": "x", "source": "es", "target": "en", "sampling_topp": "nan"}, 400, "finite number"),
+        (
+            {"q": ["x"], "source": "es", "target": "en", "target_prefix": "p"},
+            400,
+            "1 prefixes for 1 texts",
+        ),
+        (
+            {"q": "x", "source": "en", "target": "es"},
+            400,
+            "en:es is not supported (this server translates es:en)",
+        ),
+        (
+            {"q": "x" * 5001, "source": "es", "target": "en"},
+            413,
+            "request (5001) exceeds text limit (5000",
+        ),
+        (
+            {"q": ["x"] * 65, "source": "es", "target": "en"},
+            400,
+            "request (65) exceeds text limit (64)",
+        ),
+        ([1, 2], 400, "the body must be a JSON object"),
+    ],
+)
+def test_bad_requests_get_their_status_and_a_message_naming_the_field(
+    client, body, status, message
+):
+    answer = post(client, body)
+    assert answer.status_code == status, answer.text
+    assert message in answer.json()["error"]
+
+
+def test_invalid_json_oversized_bodies_and_unknown_routes(client):
+    answer = client.post(
+        "/translate", content=b'{"q": ', headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 400 and "not valid JSON" in answer.json()["error"]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    answer = client.post("/translate", content=deep, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400 and "nested too deeply" in answer.json()["error"]
+    big = b"x" * (1 << 20 | 1)
+    answer = client.post("/translate", content=big, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 413 and "at most 1048576 bytes" in answer.json()["error"]
+
+    def chunks():  # No Content-Length: counted while it is received.
+        for _ in range(40):
+            yield b"x" * 65536
+
+    answer = client.post(
+        "/translate", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 413
+    assert client.get("/translate").status_code == 405
+    assert client.get("/nothing").json() == {"error": "Not found: /nothing"}
+    assert post(client, {"q": "hola", "source": "es", "target": "en"}).status_code == 200
+
+
+def test_keys_and_rates(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# key  per minute\nalpha-key 2\nbeta-key\n", encoding="utf-8")
+    state = make_state(api_keys=ApiKeys.from_file(keys), req_limit=3)
+    body = {"q": "x", "source": "es", "target": "en"}
+    with TestClient(create_app(state)) as client:
+        assert post(client, body).status_code == 403
+        assert post(client, {**body, "api_key": "wrong"}).json() == {"error": "Invalid API key"}
+        statuses = [post(client, {**body, "api_key": "alpha-key"}).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        statuses = [post(client, {**body, "api_key": "beta-key"}).status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]  # The server's --req-limit.
+        limited = post(client, {**body, "api_key": "beta-key"})
+        assert (
+            limited.headers["retry-after"] == "60" and "3 per 1 minute" in limited.json()["error"]
+        )
+        assert client.get("/frontend/settings").json()["keyRequired"] is True
+    state.close(5)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a b c\n", "line 1: expected `KEY [REQUESTS_PER_MINUTE]`, got 3 fields"),
+        ("a -1\n", "line 1: the requests per minute must be an int >= 0. Received: '-1'"),
+        ("a\nb\na\n", "line 3: this key was given before"),
+        ("# nothing\n", "no API key in the file"),
+    ],
+)
+def test_key_file_errors_name_the_line(tmp_path, text, message):
+    path = tmp_path / "keys"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        ApiKeys.from_file(path)
+
+
+def test_rate_limiter_window_slides_and_forgets_old_clients(monkeypatch):
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0])
+    assert [limiter.allow("a", 2) for _ in range(3)] == [True, True, False]
+    now[0] = 59.0
+    assert not limiter.allow("a", 2)
+    now[0] = 60.5  # The first two requests left the window.
+    assert limiter.allow("a", 2) and limiter.allow("a", 2) and not limiter.allow("a", 2)
+    assert all(limiter.allow("b", 0) for _ in range(100))  # 0: no limit.
+    monkeypatch.setattr("keras_transformer.serving.limits.MAX_TRACKED_CLIENTS", 10)
+    for client in range(50):
+        limiter.allow(f"client {client}", 1)
+    assert len(limiter._seen) == 10
+
+
+def test_overload_time_limit_warming_and_draining_answer_503():
+    gate = threading.Event()
+    state = make_state(gate=gate, max_queue_sentences=2, timeout=0.5)
+    body = {"q": "x", "source": "es", "target": "en"}
+    with TestClient(create_app(state)) as client:
+        answer = post(client, body)  # The engine is held: the request times out.
+        assert (
+            answer.status_code == 503
+            and "Timed out: no translation within 0.5 s" in answer.json()["error"]
+        )
+        post(client, {**body, "q": ["a", "b"]})  # Waits behind the held batch, then times out.
+        answer = post(client, {**body, "q": ["c", "d", "e"]})
+        assert (
+            answer.status_code == 503 and "Overloaded: the queue is full" in answer.json()["error"]
+        )
+        gate.set()
+        for status in ("warming", "draining"):
+            state.set_status(status)
+            answer = post(client, body)
+            assert answer.status_code == 503 and status in answer.json()["error"]
+            assert client.get("/health").status_code == 503
+            assert client.get("/health/live").status_code == 200
+        state.set_status("ready")
+        assert client.get("/health/ready").json()["status"] == "ready"
+    state.close(5)
+
+
+def test_several_pairs_languages_and_auto():
+    state = make_state(specs=("es:en=a", "en:es=b", "de:en=c"))
+    with TestClient(create_app(state)) as client:
+        assert client.get("/languages").json() == [
+            {"code": "de", "name": "German", "targets": ["en"]},
+            {"code": "en", "name": "English", "targets": ["es"]},
+            {"code": "es", "name": "Spanish", "targets": ["en"]},
+        ]
+        answer = post(client, {"q": "x", "source": "auto", "target": "es"})
+        assert answer.json()["detectedLanguage"]["language"] == "en"
+        answer = post(client, {"q": "x", "source": "auto", "target": "en"})
+        assert answer.status_code == 400 and "ambiguous" in answer.json()["error"]
+    assert [len(model.engine.calls) for model in state.models] == [0, 1, 0]
+    state.close(5)
+
+
+def test_a_model_of_any_pair_answers_any_codes():
+    state = make_state(specs=("fake",))
+    with TestClient(create_app(state)) as client:
+        assert post(client, {"q": "x", "source": "fr", "target": "it"}).json() == {
+            "translatedText": "X"
+        }
+        assert client.get("/frontend/settings").json()["anyPair"] is True
+    state.close(5)
+
+
+def test_metrics_openapi_page_and_access_log(client, caplog):
+    with caplog.at_level(logging.INFO, logger="keras_transformer.serving.access"):
+        post(client, {"q": ["a", "b"], "source": "es", "target": "en"})
+        post(client, {"source": "es"})
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 2 and '"POST /translate" 200' in lines[0] and " 400 " in lines[1]
+    metrics = client.get("/metrics").text
+    assert 'keras_transformer_requests_total{route="/translate",status="200"} 1.0' in metrics
+    assert 'keras_transformer_requests_total{route="/translate",status="400"} 1.0' in metrics
+    assert 'keras_transformer_sentences_total{model="es:en"} 2.0' in metrics
+    assert 'keras_transformer_batch_sentences_count{model="es:en"} 1.0' in metrics
+    assert "keras_transformer_ready 1.0" in metrics
+    document = client.get("/openapi.json").json()
+    assert document["openapi"].startswith("3.") and set(document["paths"]) == set(ROUTES)
+    routed = {route.path for route in client.app.app.app.routes}
+    assert routed == set(ROUTES)
+    assert client.get("/spec").json() == document
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="translate"' in page.text and "viewport" in page.text
+
+
+def test_model_arguments():
+    assert parse_model_spec("es:en=runs/x") == ModelSpec("runs/x", "es", "en")
+    assert parse_model_spec("pt-BR:zh-Hans=/a=b") == ModelSpec("/a=b", "pt-BR", "zh-Hans")
+    assert parse_model_spec("hf://user/model") == ModelSpec("hf://user/model")
+    assert parse_model_spec("C:/models=1") == ModelSpec("C:/models=1")  # No pair: a path.
+    with pytest.raises(ValueError, match="source and target must differ"):
+        parse_model_spec("en:en=x")
+    with pytest.raises(ValueError, match="One model per language pair. Received twice: es:en"):
+        check_specs([parse_model_spec("es:en=a"), parse_model_spec("es:en=b")])
+    with pytest.raises(ValueError, match="'b' without a pair"):
+        check_specs([parse_model_spec("es:en=a"), parse_model_spec("b")])
+
+
+def test_parse_translate_reads_form_strings_as_types():
+    parsed = parse_translate(
+        {
+            "q": "x",
+            "source": "es",
+            "target": "en",
+            "alternatives": "2",
+            "beam_size": "4",
+            "sampling_topp": "0.9",
+            "scores": "true",
+            "seed": "7",
+        }
+    )
+    assert parsed.alternatives == 2 and parsed.options.num_hypotheses == 3
+    assert parsed.options.beam_size == 4 and parsed.options.sampling_topp == 0.9
+    assert parsed.scores is True and parsed.options.seed == 7
+    with pytest.raises(ApiError, match="scores must be true or false"):
+        parse_translate({"q": "x", "source": "es", "target": "en", "scores": "maybe"})
+    assert json.dumps(parsed.texts) == '["x"]'
