@@ -40,6 +40,8 @@ import inspect
 import json
 import os
 import stat
+import threading
+import time
 from collections import Counter
 
 import keras
@@ -66,6 +68,18 @@ MAX_JSON_BYTES = 1 << 24
 # Presets on a hub, as keras-hub names them: `hf://owner/name` (Hugging Face Hub) and
 # `kaggle://owner/model/keras/variation[/version]` (Kaggle Models).
 HUB_SCHEMES = ("hf://", "kaggle://")
+# Seconds a hub download may go without a byte arriving in the hub's cache before
+# `hub_directory` gives up on it (a hub that accepts the connection and never answers): the
+# environment variable, and its default.
+HUB_TIMEOUT_VARIABLE = "KERAS_TRANSFORMER_HUB_TIMEOUT"
+DEFAULT_HUB_TIMEOUT = 60.0
+# How to read a preset without the network, for the messages.
+OFFLINE_HINTS = {
+    "hf": "set HF_HUB_OFFLINE=1 to read huggingface_hub's cache only, or pass the preset's "
+    "local directory",
+    "kaggle": "a versioned handle (.../VARIATION/VERSION) already in kagglehub's cache loads "
+    "without the network, or pass the preset's local directory",
+}
 # The key of `metadata.json` that records the SHA-256 of `model.weights.h5`.
 WEIGHTS_SHA256_KEY = "weights_sha256"
 
@@ -305,24 +319,105 @@ def hub_directory(directory):
     try:
         if scheme == "hf":
             import huggingface_hub
+            from huggingface_hub.constants import HF_HUB_CACHE
+            from huggingface_hub.file_download import repo_folder_name
 
             download = huggingface_hub.snapshot_download
+            cache = os.path.join(HF_HUB_CACHE, repo_folder_name(repo_id=handle, repo_type="model"))
         else:
             import kagglehub
+            from kagglehub.config import get_cache_folder
 
             download = kagglehub.model_download
+            cache = os.path.join(get_cache_folder(), "models", *handle.split("/")[:2])
     except ImportError:
         raise ImportError(
             f"Loading a preset from {scheme}:// needs {module}: pip install "
             f"'keras-transformer[hub]'. Received: directory={directory!r}"
         ) from None
+    timeout = hub_timeout()
     try:
-        return download(handle)
+        return _while_progressing(lambda: download(handle), cache, timeout)
+    except TimeoutError:
+        raise ValueError(
+            f"{module} got no answer from the hub for {timeout:g} s ({HUB_TIMEOUT_VARIABLE}): "
+            f"to load without the network, {OFFLINE_HINTS[scheme]}. Received: "
+            f"directory={directory!r}"
+        ) from None
     except Exception as error:  # The clients raise their own types (network, cache, auth).
         raise ValueError(
             f"{module} could not provide the preset: {type(error).__name__}: {error}. "
             f"Received: directory={directory!r}"
         ) from None
+
+
+def hub_timeout():
+    """Seconds a hub download may go without progress: `KERAS_TRANSFORMER_HUB_TIMEOUT`, or
+    `DEFAULT_HUB_TIMEOUT`.
+
+    Raises:
+        ValueError: the variable is not a number > 0 (naming it).
+    """
+    text = os.environ.get(HUB_TIMEOUT_VARIABLE, "")
+    if not text:
+        return DEFAULT_HUB_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError(
+            f"{HUB_TIMEOUT_VARIABLE} must be a number of seconds > 0. Received: "
+            f"{HUB_TIMEOUT_VARIABLE}={short_repr(text)}"
+        )
+    return value
+
+
+def _while_progressing(function, directory, timeout):
+    """`function()`, run in a daemon thread that is given up on (`TimeoutError`) once no byte
+    has arrived under `directory` for `timeout` seconds.
+
+    The hub clients wait without limit on a hub that accepts a connection and never answers
+    (`huggingface_hub` asks for the repository's files with no timeout), and a bound on the
+    whole download would cut a large preset on a slow link: what is bounded is the time
+    without progress, the bytes of the files its download writes. The thread given up on is
+    a daemon: it does not keep the process alive.
+    """
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # Handed to the caller.
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="keras-transformer-hub", daemon=True)
+    thread.start()
+    size, last_progress = _tree_bytes(directory), time.monotonic()
+    while True:
+        thread.join(min(1.0, max(0.0, last_progress + timeout - time.monotonic())))
+        if not thread.is_alive():
+            break
+        now_size = _tree_bytes(directory)
+        if now_size != size:
+            size, last_progress = now_size, time.monotonic()
+        elif time.monotonic() - last_progress >= timeout:
+            raise TimeoutError(f"no progress for {timeout} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _tree_bytes(directory):
+    """The total size of the files under `directory` (0 when it is missing)."""
+    total = 0
+    for root, _, names in os.walk(directory):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed meanwhile (a finished download renamed)
+                pass
+    return total
 
 
 def is_preset(path):

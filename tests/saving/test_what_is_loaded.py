@@ -6,8 +6,12 @@ planted SavedModel is a two-line `tf.Module` whose `serving_default` writes a ma
 the marker must never appear.
 """
 
+import contextlib
 import os
 import shutil
+import socket
+import threading
+import time
 
 import pytest
 
@@ -261,6 +265,50 @@ def test_hub_handles_load_from_the_hubs_caches_offline(loaded, tmp_path, monkeyp
         assert translator.get_config() == loaded.get_config()
     with pytest.raises(ValueError, match=r"huggingface_hub could not provide.*hf://owner/other"):
         Translator.from_preset("hf://owner/other")
+
+
+@pytest.fixture
+def silent_hub():
+    """`http://127.0.0.1:PORT`: a server that accepts connections and never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    connections = []
+
+    def accept():
+        with contextlib.suppress(OSError):  # closed at teardown
+            while True:
+                connections.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for connection in connections:  # The given-up downloads end on the closed connections.
+        connection.close()
+
+
+def test_a_hub_that_never_answers_is_given_up_on_with_how_to_go_offline(
+    silent_hub, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("huggingface_hub")
+    pytest.importorskip("kagglehub")
+    import huggingface_hub.constants
+    import kagglesdk.kaggle_env
+
+    monkeypatch.setenv("KERAS_TRANSFORMER_HUB_TIMEOUT", "1")
+    # HF_ENDPOINT and HF_HOME as huggingface_hub read them at its import.
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", silent_hub)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")  # kagglesdk's localhost endpoint
+    monkeypatch.setitem(kagglesdk.kaggle_env._env_to_endpoint, kagglesdk.kaggle_env.KaggleEnv.TEST, silent_hub)
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "kaggle"))
+    start = time.monotonic()
+    assert main(["translate", "--model", "hf://owner/name", "hola"]) == 2
+    errors = capsys.readouterr().err
+    assert errors.count("\n") == 1
+    assert "huggingface_hub got no answer from the hub for 1 s" in errors
+    assert "set HF_HUB_OFFLINE=1" in errors and "hf://owner/name" in errors
+    with pytest.raises(ValueError, match="kagglehub got no answer from the hub for 1 s.*local"):
+        engines.load_translator("kaggle://owner/model/keras/tiny/1")
+    assert time.monotonic() - start < 10
 
 
 def test_empty_lines_skip_the_preprocessor_and_the_model(loaded, monkeypatch):
