@@ -29,8 +29,9 @@ Loading checks the directory before it reads any weight, and reports every probl
 in one `ValueError`: missing files, an unknown format version, a configuration that is not a
 `Transformer`, weights of another architecture than `config.json` describes, a vocabulary of
 another size than the model's embedding, weights whose SHA-256 is not the one `metadata.json`
-records (a preset written by 0.2.0 records none, and loads unchecked). Only the fixed file
-names above are opened; no path written inside a file is ever followed, and configurations go
+records (a preset written by 0.2.0 records none, and loads unchecked, with a note; any
+other version's preset without the record is refused), weights holding NaN or infinity.
+Only the fixed file names above are opened; no path written inside a file is ever followed, and configurations go
 through the same checks as a `.keras` file's (`Translator.from_config`).
 """
 
@@ -38,6 +39,7 @@ import datetime
 import hashlib
 import inspect
 import json
+import logging
 import os
 import stat
 import threading
@@ -49,7 +51,7 @@ import keras
 from keras_transformer._checks import short_repr
 from keras_transformer.files import atomic_directory
 from keras_transformer.saving.checks import deserialize_part
-from keras_transformer.saving.weights import check_sha256, weights_bytes
+from keras_transformer.saving.weights import check_finite, check_sha256, weights_bytes
 from keras_transformer.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -80,8 +82,12 @@ OFFLINE_HINTS = {
     "kaggle": "a versioned handle (.../VARIATION/VERSION) already in kagglehub's cache loads "
     "without the network, or pass the preset's local directory",
 }
-# The key of `metadata.json` that records the SHA-256 of `model.weights.h5`.
+# The key of `metadata.json` that records the SHA-256 of `model.weights.h5`, and the versions
+# that wrote presets without it (its weights load unchecked, with a note).
 WEIGHTS_SHA256_KEY = "weights_sha256"
+UNRECORDED_VERSIONS = ("0.2.0",)
+
+logger = logging.getLogger("keras_transformer")
 
 
 # === Saving ===
@@ -581,11 +587,32 @@ class _Reader:
     def load_weights(self, model):
         try:
             recorded = self.json(METADATA_FILE) if self.exists(METADATA_FILE) else None
-            expected = recorded.get(WEIGHTS_SHA256_KEY) if isinstance(recorded, dict) else None
+            recorded = recorded if isinstance(recorded, dict) else {}
+            expected = recorded.get(WEIGHTS_SHA256_KEY)
+            if expected is None:
+                self.check_unrecorded(recorded.get("keras_transformer_version"))
             check_sha256(self.path(WEIGHTS_FILE), expected, METADATA_FILE)
             model.load_weights(self.path(WEIGHTS_FILE))
+            check_finite(model)
         except (ValueError, OSError, KeyError) as error:  # `DamagedFileError` included
             self.fail(f"{WEIGHTS_FILE}: {error}")
+
+    def check_unrecorded(self, version):
+        """Weights without a recorded SHA-256 load (unchecked, with a note on the standard
+        error) only from a preset that says 0.2.0 wrote it: every later version records it."""
+        if version not in UNRECORDED_VERSIONS:
+            raise ValueError(
+                f"{METADATA_FILE} records no {WEIGHTS_SHA256_KEY}, which keras_transformer "
+                f"{short_repr(version)} writes (only presets of {', '.join(UNRECORDED_VERSIONS)} "
+                "have none): the weights cannot be checked, so they are not loaded"
+            )
+        logger.warning(
+            "keras_transformer: note: %s: written by keras_transformer %s, which recorded no "
+            "SHA-256 of %s: its weights load unchecked",
+            self.directory,
+            version,
+            WEIGHTS_FILE,
+        )
 
     def raise_if_problems(self):
         if self.problems:

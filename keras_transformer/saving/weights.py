@@ -10,12 +10,17 @@ crash the process). It costs a second copy of the file in memory while it is wri
 It returns the file's SHA-256, which the writers record (a preset's `metadata.json`, a run's
 `backup/state.json` and `checkpoints/sha256.json`); `check_sha256` compares a file with its
 record before it is loaded: one changed byte is refused with one line naming the file.
+`check_finite` refuses loaded weights that hold NaN or infinite values (a diverged training
+saved as it was, or a crafted file), which would translate every sentence to nothing.
 """
 
 import hashlib
 import io
 import os
 import tempfile
+
+import keras
+import numpy as np
 
 from keras_transformer.files import write_bytes
 
@@ -104,4 +109,22 @@ def check_sha256(path, expected, record):
         raise DamagedFileError(
             f"{path}: damaged or changed since it was written: its SHA-256 is {found[:16]}..., "
             f"{record} records {str(expected)[:16]}...; it is not loaded"
+        )
+
+
+def check_finite(model):
+    """Raises `ValueError` (naming the weight) when a weight of `model` holds NaN or infinity.
+
+    Args:
+        model: a built `keras.Model`, its weights loaded.
+    """
+    for variable in model.weights:
+        values = keras.ops.convert_to_numpy(variable)
+        if values.dtype.kind in "biu" or np.isfinite(values).all():
+            continue
+        count = int(values.size - np.isfinite(values).sum())
+        raise ValueError(
+            f"the weight {variable.path} holds {count} NaN or infinite values (a "
+            "training that diverged, or a damaged file): it would translate nothing; it is not "
+            "loaded"
         )

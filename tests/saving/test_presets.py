@@ -361,3 +361,52 @@ def test_cli_exports_a_preset_directory(translator, preset, tmp_path, capsysbina
     serve = tf.saved_model.load(exported).signatures["serving_default"]
     texts = serve(inputs=tf.constant(SOURCES[:3]))["translations"].numpy()
     assert [text.decode() for text in texts] == translator(SOURCES[:3])
+
+
+@pytest.mark.parametrize(
+    "version, sha256, loads",
+    [("0.2.0", None, True), ("0.3.0", None, False), ("0.3.0", "absent", False), (None, None, False)],
+)
+def test_weights_without_a_sha256_load_only_from_a_0_2_0_preset(
+    preset, tmp_path, caplog, version, sha256, loads
+):
+    def edit(value):
+        value["keras_transformer_version"] = version
+        if sha256 == "absent":
+            del value["weights_sha256"]
+        else:
+            value["weights_sha256"] = sha256
+
+    directory = crafted(preset, tmp_path, edit=edit_json("metadata.json", edit))
+    if loads:
+        with caplog.at_level("WARNING", logger="keras_transformer"):
+            Translator.from_preset(directory)
+        assert "written by keras_transformer 0.2.0, which recorded no SHA-256" in caplog.text
+    else:
+        message = load_error(directory)
+        assert f"metadata.json records no weights_sha256, which keras_transformer {version!r}" in message
+
+
+def test_weights_holding_nan_are_refused_at_load(preset, tmp_path):
+    import hashlib
+
+    import h5py
+
+    def plant_nan(directory):
+        with h5py.File(directory / "model.weights.h5", "r+") as weights:
+            name = next(name for name in _dataset_names(weights) if "embedding" in name)
+            values = weights[name][...]
+            values.flat[0] = np.nan
+            weights[name][...] = values
+        digest = hashlib.sha256((directory / "model.weights.h5").read_bytes()).hexdigest()
+        edit_json("metadata.json", lambda value: value.update(weights_sha256=digest))(directory)
+
+    message = load_error(crafted(preset, tmp_path, edit=plant_nan))
+    assert "- model.weights.h5: the weight " in message
+    assert " holds 1 NaN or infinite values (a training that diverged" in message
+
+
+def _dataset_names(group):
+    names = []
+    group.visit(names.append)
+    return [name for name in names if hasattr(group[name], "shape")]
