@@ -55,7 +55,15 @@ import time
 import numpy as np
 from keras import ops
 
-from keras_transformer.export.marian_npz import is_marian_npz, read_marian_npz, read_sizes
+from keras_transformer._checks import check_positive_int, is_int, short_repr
+from keras_transformer.export.marian_npz import (
+    check_layer_count,
+    count_layers,
+    is_marian_npz,
+    read_marian_npz,
+    read_rates,
+    read_sizes,
+)
 from keras_transformer.files import atomic_directory
 from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
@@ -121,9 +129,11 @@ def import_marian(
     source = os.fspath(source)
     if is_marian_npz(source):
         config, vocabulary, protos, weights, settings = read_marian_npz(source)
+        beam_setting = "decoder.yml's beam-size"
     else:
         config, vocabulary, protos, weights = read_marian_directory(source)
         settings = {"sinusoid_frequencies": "paper", "layer_norm_epsilon": 1e-5}
+        beam_setting = "config.json's num_beams"
     if sinusoid_frequencies is not None:
         if sinusoid_frequencies not in SINUSOID_FREQUENCIES:
             raise ValueError(
@@ -131,30 +141,46 @@ def import_marian(
                 f"Received: sinusoid_frequencies={sinusoid_frequencies!r}"
             )
         settings["sinusoid_frequencies"] = sinusoid_frequencies
-    sizes = _architecture(config, source)
+    # Every size is checked against the files (vocab.json, the weights present) before
+    # anything of that size is built.
+    sizes = _architecture(config, weights, source)
     order = _our_order(vocabulary, config)
     positions = config.get("max_position_embeddings", 512)
     if max_source_length is None:
         max_source_length = min(256, positions)
-    if not isinstance(max_source_length, int) or not 3 <= max_source_length <= positions:
+    if not is_int(max_source_length) or not 3 <= max_source_length <= positions:
         raise ValueError(
             f"`max_source_length` must be an int in [3, {positions}] (the model's "
-            f"max_position_embeddings). Received: max_source_length={max_source_length!r}"
+            f"max_position_embeddings). Received: max_source_length={short_repr(max_source_length)}"
         )
+    beam_size = config.get("num_beams")
+    beam_size = 4 if beam_size is None else beam_size
+    try:
+        check_positive_int("beam_size", beam_size)
+    except ValueError:
+        raise ValueError(
+            f"{beam_setting} must be a positive int. Received: {short_repr(beam_size)}"
+        ) from None
+    weights = _strip_prefix(weights)
+    embedding = _checked_weights(weights, sizes, order, source)
     tokenizers = [
         SentencePieceTokenizer(proto=_tokenizer_proto(protos[side], order, side == "source"))
         for side in ("source", "target")
     ]
-    model = _build_model(sizes, weights, order, source, **settings)
+    model = _build_model(sizes, weights, embedding, **settings)
     translator = Translator(
         model,
         tokenizers[0],
         target_tokenizer=tokenizers[1],
-        beam_size=int(config.get("num_beams") or 4),
+        beam_size=beam_size,
         alpha=1.0,
         max_source_length=max_source_length,
         source_start_token=False,
     )
+    try:  # What loading the preset checks: a decoding state that fits in memory.
+        translator.check_search_options()
+    except ValueError as error:
+        raise ValueError(f"{beam_setting}={beam_size} is too large: {error}") from None
     if output is not None:
         output = os.fspath(output)
         if os.path.exists(output) and not overwrite:
@@ -208,6 +234,8 @@ def _read_json(path, limit, what):
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{what} is not valid JSON ({error}). Received: path={path!r}") from None
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply. Received: path={path!r}") from None
     if not isinstance(value, dict):
         raise ValueError(f"{what} must hold a JSON object. Received: path={path!r}")
     return value
@@ -248,14 +276,16 @@ def _read_weights(path):
     return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
 
 
-def _architecture(config, source):
-    """Our `Transformer` arguments for a Marian `config.json`; refuses what does not map."""
+def _architecture(config, weights, source):
+    """Our `Transformer` arguments for a Marian `config.json`; refuses what does not map, and
+    layer counts other than the weights' (`weights`: their names)."""
     problems = []
     if config.get("model_type") != "marian":
-        problems.append(f"model_type={config.get('model_type')!r} (expected 'marian')")
-    activation = ACTIVATIONS.get(config.get("activation_function", "gelu"))
+        problems.append(f"model_type={short_repr(config.get('model_type'))} (expected 'marian')")
+    activation = config.get("activation_function", "gelu")
+    activation = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
     if activation is None:
-        problems.append(f"activation_function={config.get('activation_function')!r}")
+        problems.append(f"activation_function={short_repr(config.get('activation_function'))}")
     for key, expected in (
         ("scale_embedding", True),
         ("normalize_before", False),
@@ -263,11 +293,13 @@ def _architecture(config, source):
         ("tie_word_embeddings", True),
     ):
         if config.get(key, expected) != expected:
-            problems.append(f"{key}={config.get(key)!r} (only {expected} maps)")
+            problems.append(f"{key}={short_repr(config.get(key))} (only {expected} maps)")
     for key in ("encoder_attention_heads", "encoder_ffn_dim"):
         twin = key.replace("encoder", "decoder")
         if config.get(key) != config.get(twin):
-            problems.append(f"{key}={config.get(key)!r} but {twin}={config.get(twin)!r}")
+            problems.append(
+                f"{key}={short_repr(config.get(key))} but {twin}={short_repr(config.get(twin))}"
+            )
     if config.get("decoder_start_token_id", config.get("pad_token_id")) != config.get(
         "pad_token_id"
     ):
@@ -284,17 +316,26 @@ def _architecture(config, source):
         ),
         problems,
     )
+    names = _strip_prefix(weights)
+    for stack, key in (("encoder", "encoder_layers"), ("decoder", "decoder_layers")):
+        check_layer_count(
+            config, key, count_layers(names, f"{stack}.layers."), "the weights", problems
+        )
+    rates = read_rates(
+        config,
+        (("dropout", "dropout", 0.1), ("attention_dropout", "attention_dropout", 0.0)),
+        problems,
+    )
+    positions = config.get("max_position_embeddings", 512)
+    if not is_int(positions) or positions < 3:
+        problems.append(f"max_position_embeddings={short_repr(positions)} (expected an int >= 3)")
     if problems:
         raise ValueError(
             f"config.json describes a model that does not map onto keras-transformer's "
             f"Transformer: {'; '.join(problems)}. Received: source={source!r}"
         )
     sizes["vocabulary_size"] += 1  # our padding id
-    sizes.update(
-        activation=activation,
-        dropout=float(config.get("dropout", 0.1)),
-        attention_dropout=float(config.get("attention_dropout", 0.0)),
-    )
+    sizes.update(activation=activation, **rates)
     return sizes
 
 
@@ -304,11 +345,13 @@ def _our_order(vocabulary, config):
     size = config.get("vocab_size")
     ids = (
         sorted(vocabulary.values())
-        if all(isinstance(v, int) for v in vocabulary.values())
+        if len(vocabulary) == size and all(is_int(v) for v in vocabulary.values())
         else None
     )
-    if ids != list(range(size)) or not all(
-        isinstance(piece, str) and piece for piece in vocabulary
+    if (
+        ids is None
+        or ids != list(range(size))
+        or not all(isinstance(piece, str) and piece for piece in vocabulary)
     ):
         raise ValueError(
             f"vocab.json must map {size} distinct non-empty pieces to the ids 0..{size - 1} "
@@ -320,7 +363,8 @@ def _our_order(vocabulary, config):
         index = config.get(key)
         if not isinstance(index, int) or not 0 <= index < size:
             raise ValueError(
-                f"config.json's {key} must be an id of vocab.json. Received: {key}={index!r}"
+                f"config.json's {key} must be an id of vocab.json. "
+                f"Received: {key}={short_repr(index)}"
             )
         special[name] = index
     if "<unk>" not in vocabulary:
@@ -390,8 +434,9 @@ def _tokenizer_proto(data, order, is_source):
 
 
 # === Weights ===
-def _build_model(sizes, weights, order, source, sinusoid_frequencies, layer_norm_epsilon):
-    names = _strip_prefix(weights)
+def _build_model(sizes, names, embedding, sinusoid_frequencies, layer_norm_epsilon):
+    """The `Transformer` of `sizes` holding the weights `names` (checked by `_checked_weights`,
+    which returned `embedding`: our embedding table and output bias)."""
     model = Transformer(
         **sizes,
         share_embeddings=True,
@@ -406,10 +451,26 @@ def _build_model(sizes, weights, order, source, sinusoid_frequencies, layer_norm
             "decoder_inputs": np.ones((1, 2), "int32"),
         }
     )
-    _, marian_ids = order
+    model.target_embedding.embeddings.assign(embedding[0])
+    model.target_embedding.logits_bias.assign(embedding[1])
+    for kind, name, layer, _ in _block_layers(model):
+        if kind == "dense":
+            layer.kernel.assign(names[f"{name}.weight"].T)  # torch: (out, in)
+            layer.bias.assign(names[f"{name}.bias"])
+        else:
+            layer.gamma.assign(names[f"{name}.weight"])
+            layer.beta.assign(names[f"{name}.bias"])
+    return model
+
+
+def _checked_weights(names, sizes, order, source):
+    """Checks every tensor of `names` (Marian names without `model.`) against the model of
+    `sizes` before it is built: each present with the shape config.json implies, none left
+    over. Returns our embedding table and output bias (`(vocabulary + 1, d_model)`, with our
+    padding row, in our id order)."""
     used = set()
 
-    def take(name, shape=None):
+    def take(name, shape):
         if name not in names:
             raise ValueError(
                 f"The weights lack {name!r}: this is not a MarianMTModel checkpoint of "
@@ -417,9 +478,9 @@ def _build_model(sizes, weights, order, source, sinusoid_frequencies, layer_norm
             )
         used.add(name)
         value = names[name]
-        if shape is not None and value.shape != tuple(shape):
+        if value.shape != tuple(shape):
             raise ValueError(
-                f"The weight {name!r} has shape {value.shape}; config.json implies "
+                f"The weight {name!r} has shape {short_repr(value.shape)}; config.json implies "
                 f"{tuple(shape)}. Received: source={source!r}"
             )
         return value
@@ -441,83 +502,87 @@ def _build_model(sizes, weights, order, source, sinusoid_frequencies, layer_norm
         )
     embedding = take(embedding_names[0], (vocabulary_size, d_model))
     for name in embedding_names[1:]:
-        if not np.array_equal(take(name), embedding):
+        if not np.array_equal(take(name, embedding.shape), embedding):
             raise ValueError(
                 f"The weights' {name!r} differs from {embedding_names[0]!r}: only shared "
                 f"embeddings map. Received: source={source!r}"
             )
-    bias = (
-        take("final_logits_bias").reshape(-1)
-        if "final_logits_bias" in names
-        else np.zeros(vocabulary_size)
-    )
+    bias = np.zeros(vocabulary_size)
+    if "final_logits_bias" in names:
+        bias = names["final_logits_bias"].reshape(-1)
+        used.add("final_logits_bias")
     if bias.shape != (vocabulary_size,):
         raise ValueError(f"final_logits_bias has shape {bias.shape}. Received: source={source!r}")
-    rows = np.array(marian_ids[1:])
-    table = np.concatenate([np.zeros((1, d_model), "float32"), embedding[rows]])
-    logits_bias = np.concatenate([[0.0], bias[rows]]).astype("float32")
-    logits_bias[[0, 2]] = BANNED_LOGIT
-    model.target_embedding.embeddings.assign(table)
-    model.target_embedding.logits_bias.assign(logits_bias)
     _check_positions(names, used, sizes, source)
-
     widths = {"d": d_model, "h": d_model, "ff": sizes["ff_dim"]}
-    for kind, name, layer, (inputs, outputs) in _block_layers(model):
-        if kind == "dense":
-            _assign_dense(layer, take, name, widths[inputs], widths[outputs])
-        else:
-            _assign_norm(layer, take, name, d_model)
+    for kind, name, _, (inputs, outputs) in _block_names(
+        sizes["num_layers"], sizes["num_decoder_layers"]
+    ):
+        take(f"{name}.weight", (widths[outputs], widths[inputs]) if kind == "dense" else (d_model,))
+        take(f"{name}.bias", (widths[outputs],))
     unused = sorted(set(names) - used)
     if unused:
         raise ValueError(
             f"The weights hold tensors with no place in a Marian model of config.json's sizes: "
-            f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}. Received: source={source!r}"
+            f"{', '.join(map(short_repr, unused[:8]))}{' ...' if len(unused) > 8 else ''}. "
+            f"Received: source={source!r}"
         )
-    return model
+    rows = np.array(order[1][1:])
+    table = np.concatenate([np.zeros((1, d_model), "float32"), embedding[rows]])
+    logits_bias = np.concatenate([[0.0], bias[rows]]).astype("float32")
+    logits_bias[[0, 2]] = BANNED_LOGIT
+    return table, logits_bias
+
+
+def _block_names(num_layers, num_decoder_layers):
+    """The layers of a model's blocks under their Marian names (without `model.`), in order:
+    `(kind, name, path, (inputs, outputs))`, `kind` `"dense"` or `"norm"`, `path` the
+    attributes from the model to the layer (an int: an index); the widths are `"d"`
+    (d_model, the residual stream), `"h"` (d_model, the attention heads) or `"ff"` (ff_dim)."""
+    for stack, count in (("encoder", num_layers), ("decoder", num_decoder_layers)):
+        for i in range(count):
+            prefix, block = f"{stack}.layers.{i}.", (f"{stack}_blocks", i)
+            attentions = [("self_attn", "self_attention")]
+            if stack == "decoder":
+                attentions.append(("encoder_attn", "cross_attention"))
+            for name, attention in attentions:
+                for projection, dense in (
+                    ("q_proj", "query_dense"),
+                    ("k_proj", "key_dense"),
+                    ("v_proj", "value_dense"),
+                    ("out_proj", "output_dense"),
+                ):
+                    widths = ("h", "d") if projection == "out_proj" else ("d", "h")
+                    yield (
+                        "dense",
+                        f"{prefix}{name}.{projection}",
+                        (*block, attention, dense),
+                        widths,
+                    )
+                yield (
+                    "norm",
+                    f"{prefix}{name}_layer_norm",
+                    (*block, f"{attention}_norm"),
+                    ("d", "d"),
+                )
+            feed_forward = (*block, "feed_forward")
+            yield "dense", f"{prefix}fc1", (*feed_forward, "inner_dense"), ("d", "ff")
+            yield "dense", f"{prefix}fc2", (*feed_forward, "output_dense"), ("ff", "d")
+            yield "norm", f"{prefix}final_layer_norm", (*block, "feed_forward_norm"), ("d", "d")
 
 
 def _block_layers(model):
-    """The layers of `model`'s blocks under their Marian names (without `model.`), in order:
-    `(kind, name, layer, (inputs, outputs))`, `kind` `"dense"` or `"norm"`; the widths are
-    `"d"` (d_model, the residual stream), `"h"` (d_model, the attention heads) or `"ff"`
-    (ff_dim)."""
-    for stack, blocks in (("encoder", model.encoder_blocks), ("decoder", model.decoder_blocks)):
-        for i, block in enumerate(blocks):
-            prefix = f"{stack}.layers.{i}."
-            attentions = [("self_attn", block.self_attention, block.self_attention_norm)]
-            if stack == "decoder":
-                attentions.append(
-                    ("encoder_attn", block.cross_attention, block.cross_attention_norm)
-                )
-            for name, attention, norm in attentions:
-                for projection, dense in (
-                    ("q_proj", attention.query_dense),
-                    ("k_proj", attention.key_dense),
-                    ("v_proj", attention.value_dense),
-                    ("out_proj", attention.output_dense),
-                ):
-                    widths = ("h", "d") if projection == "out_proj" else ("d", "h")
-                    yield "dense", f"{prefix}{name}.{projection}", dense, widths
-                yield "norm", f"{prefix}{name}_layer_norm", norm, ("d", "d")
-            feed_forward = block.feed_forward
-            yield "dense", f"{prefix}fc1", feed_forward.inner_dense, ("d", "ff")
-            yield "dense", f"{prefix}fc2", feed_forward.output_dense, ("ff", "d")
-            yield "norm", f"{prefix}final_layer_norm", block.feed_forward_norm, ("d", "d")
+    """`_block_names` of `model`, each with its layer: `(kind, name, layer, widths)`."""
+    for kind, name, path, widths in _block_names(model.num_layers, model.num_decoder_layers):
+        layer = model
+        for step in path:
+            layer = layer[step] if isinstance(step, int) else getattr(layer, step)
+        yield kind, name, layer, widths
 
 
 def _strip_prefix(weights):
     """Weight names without `model.` (MarianMTModel's prefix; MarianModel has none)."""
     return {name.removeprefix("model."): value for name, value in weights.items()}
-
-
-def _assign_dense(dense, take, name, inputs, outputs):
-    dense.kernel.assign(take(f"{name}.weight", (outputs, inputs)).T)  # torch: (out, in)
-    dense.bias.assign(take(f"{name}.bias", (outputs,)))
-
-
-def _assign_norm(norm, take, name, width):
-    norm.gamma.assign(take(f"{name}.weight", (width,)))
-    norm.beta.assign(take(f"{name}.bias", (width,)))
 
 
 def _check_positions(names, used, sizes, source):

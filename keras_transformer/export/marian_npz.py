@@ -24,14 +24,29 @@ CTranslate2's converters compute the paper's `10000^(-i/(d/2))`; its LayerNorm e
 `1e-6` (`layerNorm(x, prefix)` in `src/layers/generic.h`), PyTorch's `1e-5`.
 """
 
+import math
 import os
+import re
+import zipfile
 
 import numpy as np
 
-from keras_transformer.text.tokenizer import read_bounded_file
+from keras_transformer._checks import is_int, is_number, short_repr
+from keras_transformer.text.tokenizer import MAX_VOCABULARY_SIZE, read_bounded_file
 
 MAX_YAML_BYTES = 1 << 27
 MAX_NPZ_BYTES = 1 << 36
+# `special:model.yml` and `decoder.yml`: a few dozen settings, a few levels deep.
+MAX_SETTINGS_BYTES = 1 << 20
+MAX_SETTINGS_NODES = 1 << 16
+# A vocabulary: one key and one value per piece, at most the tokenizers' largest vocabulary.
+MAX_VOCABULARY_NODES = 2 * MAX_VOCABULARY_SIZE + 1
+MAX_YAML_DEPTH = 32
+# A Marian model holds ~26 arrays per layer; a model of 1,000 layers has fewer than this.
+MAX_NPZ_MEMBERS = 1 << 15
+# Marian (cnpy) and `np.savez` store arrays uncompressed, and trained float weights hardly
+# compress: more than this many uncompressed bytes per byte of the file is a zip bomb.
+MAX_NPZ_EXPANSION = 8
 CONFIG_ARRAY = "special:model.yml"
 # Marian's decoder start (a zero embedding), added after its vocabulary.
 START_PIECE = "<pad>"
@@ -121,18 +136,29 @@ def read_marian_npz(source):
             f"`source` is not a Marian model directory: it lacks {', '.join(missing)}. "
             f"Received: source={source!r}"
         )
-    arrays = _read_npz(npz)
-    if CONFIG_ARRAY not in arrays:
-        raise ValueError(
-            f"{os.path.basename(npz)} holds no {CONFIG_ARRAY!r} array (the model's settings): "
-            f"it is not a Marian model. Received: source={source!r}"
+    with _open_npz(npz) as archive:
+        # Names, shapes and sizes of every array, from the zip directory and the .npy headers:
+        # no array is read before all of them fit the model its settings describe.
+        arrays = _npz_headers(archive, npz)
+        if CONFIG_ARRAY not in arrays:
+            raise ValueError(
+                f"{os.path.basename(npz)} holds no {CONFIG_ARRAY!r} array (the model's "
+                f"settings): it is not a Marian model. Received: source={source!r}"
+            )
+        shape, dtype = arrays.pop(CONFIG_ARRAY)
+        if math.prod(shape) * dtype.itemsize > MAX_SETTINGS_BYTES:
+            raise ValueError(
+                f"{CONFIG_ARRAY} of the .npz is larger than {MAX_SETTINGS_BYTES} bytes. "
+                f"Received: shape={shape}, dtype={dtype}"
+            )
+        marian = _parse_yaml(
+            yaml,
+            _npz_array(archive, npz, CONFIG_ARRAY).tobytes().rstrip(b"\0"),
+            f"{CONFIG_ARRAY} of the .npz",
         )
-    marian = _parse_yaml(
-        yaml, arrays.pop(CONFIG_ARRAY).tobytes().rstrip(b"\0"), f"{CONFIG_ARRAY} of the .npz"
-    )
-    vocabulary = read_vocabulary(directory, vocabularies)
-    config = _config(marian, arrays, vocabulary, decoder, source)
-    weights = _weights(arrays, marian, config, source)
+        vocabulary = read_vocabulary(directory, vocabularies)
+        config = _config(marian, arrays, vocabulary, decoder, source)
+        weights = _weights(archive, npz, arrays, marian, config, source)
     protos = {
         side: read_bounded_file(
             os.path.join(directory, f"{side}.spm"), 1 << 27, True, f"{side}.spm"
@@ -196,12 +222,37 @@ def _vocabulary_files(directory, decoder):
 
 
 def _read_yaml(yaml, path, what):
-    return _parse_yaml(yaml, read_bounded_file(path, MAX_YAML_BYTES, True, what), what)
+    data = read_bounded_file(path, MAX_SETTINGS_BYTES, True, what)
+    return _parse_yaml(yaml, data, what)
 
 
-def _parse_yaml(yaml, data, what, loader=None):
+def _parse_yaml(yaml, data, what, strings=False, max_nodes=MAX_SETTINGS_NODES):
+    """The mapping a YAML document holds, read as `yaml.safe_load` reads it (or as strings
+    only, `strings=True`), within bounds: no alias (`*name`: each would share its anchor's
+    value, and a few lines of them make billions of items), at most `max_nodes` values and
+    `MAX_YAML_DEPTH` levels, checked on the parser's events before any value is built."""
+    c_loaders = getattr(yaml, "__with_libyaml__", False)
+    if strings:
+        loader = yaml.CBaseLoader if c_loaders else yaml.BaseLoader
+    else:
+        loader = yaml.CSafeLoader if c_loaders else yaml.SafeLoader
     try:
-        value = yaml.load(data.decode("utf-8"), Loader=loader or yaml.SafeLoader)
+        text = data.decode("utf-8")
+        nodes = depth = 0
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ValueError(f"{what} uses an alias ({short_repr(event.anchor)}): refused")
+            if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+                nodes += 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            if nodes > max_nodes or depth > MAX_YAML_DEPTH:
+                raise ValueError(
+                    f"{what} holds more than {max_nodes} values or {MAX_YAML_DEPTH} levels: refused"
+                )
+        value = yaml.load(text, Loader=loader)
     except (UnicodeDecodeError, yaml.YAMLError) as error:
         message = " ".join(str(error).split())
         raise ValueError(f"{what} is not valid YAML ({message}).") from None
@@ -210,18 +261,79 @@ def _parse_yaml(yaml, data, what, loader=None):
     return value
 
 
-def _read_npz(path):
+def _open_npz(path):
     size = os.path.getsize(path)
     if size > MAX_NPZ_BYTES:
         raise ValueError(f"The .npz file is larger than {MAX_NPZ_BYTES} bytes. Received: {size}")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except Exception as error:  # zipfile, NumPy format and pickle refusals alike
-        raise ValueError(
-            f"{os.path.basename(path)} cannot be read as a NumPy .npz archive ({error}). "
-            f"Received: path={path!r}"
-        ) from None
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as error:
+        raise _npz_error(path, error) from None
+
+
+def _npz_error(path, reason):
+    """The error of an `.npz` that cannot be read, `reason` (an error's message: a NumPy
+    header error quotes the header, up to 10,000 bytes) cut to 300 characters."""
+    reason = " ".join(str(reason).split())
+    reason = reason if len(reason) <= 300 else reason[:297] + "..."
+    return ValueError(
+        f"{os.path.basename(path)} cannot be read as a NumPy .npz archive ({reason}). "
+        f"Received: path={path!r}"
+    )
+
+
+def _npz_headers(archive, path):
+    """`{array name: (shape, dtype)}` of an open `.npz` archive, from its zip directory and
+    the header of each `.npy` member (a few hundred bytes each: no array data is read).
+
+    Refused before any data is read: more than `MAX_NPZ_MEMBERS` members, a member that is
+    not `NAME.npy` (or repeats a name), an object array (pickles), a member whose size
+    (uncompressed, as the zip directory states it) is not its header plus the array its header
+    declares, and arrays that add up to more than `MAX_NPZ_EXPANSION` times the file's size."""
+    members = archive.infolist()
+    if len(members) > MAX_NPZ_MEMBERS:
+        raise _npz_error(path, f"{len(members)} members, more than {MAX_NPZ_MEMBERS}")
+    total = sum(member.file_size for member in members)
+    if total > MAX_NPZ_EXPANSION * os.path.getsize(path):
+        raise _npz_error(
+            path,
+            f"its arrays would take {total} bytes, more than {MAX_NPZ_EXPANSION} times the "
+            f"file's {os.path.getsize(path)}: a compressed archive that expands without bound",
+        )
+    headers = {}
+    for member in members:
+        name = member.filename.removesuffix(".npy")
+        if name == member.filename or name in headers:
+            raise _npz_error(path, f"member {short_repr(member.filename)} is not one NAME.npy")
+        try:
+            with archive.open(member) as stream:
+                version = np.lib.format.read_magic(stream)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+                else:
+                    raise ValueError(f"format version {version}")
+                size = stream.tell() + math.prod(shape) * dtype.itemsize
+        except (zipfile.BadZipFile, ValueError, EOFError, OSError, NotImplementedError) as error:
+            raise _npz_error(path, f"{short_repr(member.filename)}: {error}") from None
+        if dtype.hasobject or member.file_size != size:
+            raise _npz_error(
+                path,
+                f"member {short_repr(member.filename)} holds {member.file_size} bytes, its "
+                f"header declares {size} of {dtype}",
+            )
+        headers[name] = (shape, dtype)
+    return headers
+
+
+def _npz_array(archive, path, name):
+    """One array of an open `.npz` archive (its header checked by `_npz_headers`)."""
+    try:
+        with archive.open(f"{name}.npy") as stream:
+            return np.lib.format.read_array(stream, allow_pickle=False)
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as error:
+        raise _npz_error(path, f"{short_repr(name)}: {error}") from None
 
 
 def read_vocabulary(directory, files):
@@ -232,9 +344,8 @@ def read_vocabulary(directory, files):
     vocabularies = []
     for name in dict.fromkeys(files):
         path = os.path.join(directory, name)
-        raw = _parse_yaml(
-            yaml, read_bounded_file(path, MAX_YAML_BYTES, True, name), name, yaml.BaseLoader
-        )
+        data = read_bounded_file(path, MAX_YAML_BYTES, True, name)
+        raw = _parse_yaml(yaml, data, name, strings=True, max_nodes=MAX_VOCABULARY_NODES)
         try:
             vocabulary = {str(piece): int(index) for piece, index in raw.items()}
         except (TypeError, ValueError):
@@ -270,10 +381,10 @@ def _config(marian, arrays, vocabulary, decoder, source):
         value = marian.get(key)
         if value not in allowed:
             why = f" ({WHY[key]})" if key in WHY else ""
-            problems.append(f"{key}={value!r}{why}")
+            problems.append(f"{key}={short_repr(value)}{why}")
     activation = marian.get("transformer-ffn-activation")
     if activation not in ACTIVATIONS:
-        problems.append(f"transformer-ffn-activation={activation!r} (swish and relu map)")
+        problems.append(f"transformer-ffn-activation={short_repr(activation)} (swish and relu map)")
     tied = marian.get("tied-embeddings-all") or (
         marian.get("tied-embeddings-src") and marian.get("tied-embeddings")
     )
@@ -294,20 +405,33 @@ def _config(marian, arrays, vocabulary, decoder, source):
         ),
         problems,
     )
+    # The arrays present, not the settings, bound how many layers are named and built.
+    for stack, setting in (("encoder", "enc-depth"), ("decoder", "dec-depth")):
+        check_layer_count(marian, setting, count_layers(arrays, f"{stack}_l"), "the .npz", problems)
+    rates = read_rates(
+        marian,
+        (
+            ("dropout", "transformer-dropout", 0.0),
+            ("attention_dropout", "transformer-dropout-attention", 0.0),
+        ),
+        problems,
+    )
     decoder_ffn = marian.get("transformer-decoder-dim-ffn", 0)
     if decoder_ffn not in (0, sizes["ffn_dim"]):
         problems.append(
-            f"transformer-decoder-dim-ffn={decoder_ffn!r} differs from transformer-dim-ffn"
+            f"transformer-decoder-dim-ffn={short_repr(decoder_ffn)} differs from "
+            "transformer-dim-ffn"
         )
     dims = marian.get("dim-vocabs")
     if dims is not None and dims != [len(vocabulary)] * 2:
-        problems.append(f"dim-vocabs={dims!r} (the vocabulary has {len(vocabulary)} pieces)")
+        problems.append(
+            f"dim-vocabs={short_repr(dims)} (the vocabulary has {len(vocabulary)} pieces)"
+        )
     if problems:
         raise ValueError(
             f"The Marian model's settings ({CONFIG_ARRAY}) do not map onto keras-transformer's "
             f"Transformer: {'; '.join(problems)}. Received: source={source!r}"
         )
-    beam_size = decoder.get("beam-size")
     start = len(vocabulary)  # the id of START_PIECE
     return {
         "model_type": "marian",
@@ -320,13 +444,12 @@ def _config(marian, arrays, vocabulary, decoder, source):
         "encoder_ffn_dim": sizes["ffn_dim"],
         "decoder_ffn_dim": sizes["ffn_dim"],
         "activation_function": activation,
-        "dropout": float(marian.get("transformer-dropout") or 0.0),
-        "attention_dropout": float(marian.get("transformer-dropout-attention") or 0.0),
+        **rates,
         "max_position_embeddings": 512,
         "pad_token_id": start,
         "decoder_start_token_id": start,
         "eos_token_id": vocabulary["</s>"],
-        "num_beams": beam_size if isinstance(beam_size, int) and beam_size > 0 else 4,
+        "num_beams": decoder.get("beam-size"),  # checked by `import_marian`
     }
 
 
@@ -347,8 +470,9 @@ def _layer_names(stack, layer):
         yield f"{marian}ffn_ffn_ln_{short}", f"{ours}final_layer_norm.{long}", (1, "d")
 
 
-def _weights(arrays, marian, config, source):
-    """The arrays under Hugging Face's names; every missing, misshapen or extra one named."""
+def _weights(archive, path, arrays, marian, config, source):
+    """The arrays under Hugging Face's names, read from the open `archive` once every
+    missing, misshapen or extra one (`arrays`: name -> `(shape, dtype)`) is refused."""
     vocabulary_size, d_model = config["vocab_size"] - 1, config["d_model"]
     widths = {"d": d_model, "ff": config["encoder_ffn_dim"], "V": vocabulary_size, 1: 1}
     expected = [("Wemb", "shared.weight", ("V", "d"))]
@@ -357,27 +481,25 @@ def _weights(arrays, marian, config, source):
     for stack in ("encoder", "decoder"):
         for layer in range(1, config[f"{stack}_layers"] + 1):
             expected.extend(_layer_names(stack, layer))
-    weights, missing, misshapen = {}, [], []
-    for name, ours, shape in expected:
+    shapes, missing, misshapen = {}, [], []
+    for name, _, shape in expected:
         if name not in arrays:
             missing.append(name)
             continue
-        value = arrays[name]
-        shape = tuple(widths[width] for width in shape)
-        if value.shape != shape and not (shape[0] == 1 and value.shape == shape[1:]):
-            misshapen.append(f"{name} {value.shape} (expected {shape})")
-            continue
-        value = np.asarray(value, dtype="float32")
-        if ours != "shared.weight":  # Marian's matrices are (in, out), PyTorch's (out, in)
-            value = value.reshape(-1) if shape[0] == 1 else value.T
-        weights[ours] = value
+        (found, dtype), shape = arrays[name], tuple(widths[width] for width in shape)
+        if found != shape and not (shape[0] == 1 and found == shape[1:]):
+            misshapen.append(f"{name} {short_repr(found)} (expected {shape})")
+        elif dtype.kind != "f":
+            misshapen.append(f"{name} of {dtype} (expected floats)")
+        else:
+            shapes[name] = shape
     extra = sorted(set(arrays) - {name for name, _, _ in expected})
     problems = [
         f"{label}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
         for label, names in (
             ("missing", missing),
             ("of the wrong shape", misshapen),
-            ("with no place in the model", extra),
+            ("with no place in the model", [short_repr(name) for name in extra[:9]]),
         )
         if names
     ]
@@ -387,6 +509,12 @@ def _weights(arrays, marian, config, source):
             f"{d_model}, {vocabulary_size} pieces): {'; '.join(problems)}. "
             f"Received: source={source!r}"
         )
+    weights = {}
+    for name, ours, _ in expected:
+        value = np.asarray(_npz_array(archive, path, name), dtype="float32")
+        if ours != "shared.weight":  # Marian's matrices are (in, out), PyTorch's (out, in)
+            value = value.reshape(-1) if shapes[name][0] == 1 else value.T
+        weights[ours] = value
     # Marian's decoder starts from a zero embedding: the row of START_PIECE, appended.
     zeros = np.zeros((1, d_model), "float32")
     weights["shared.weight"] = np.concatenate([weights["shared.weight"], zeros])
@@ -401,7 +529,37 @@ def read_sizes(settings, names, problems):
     sizes = {}
     for ours, theirs in names:
         value = settings.get(theirs)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{theirs}={value!r} (expected a positive int)")
+        if not is_int(value) or value < 1:
+            problems.append(f"{theirs}={short_repr(value)} (expected a positive int)")
         sizes[ours] = value
     return sizes
+
+
+def read_rates(settings, names, problems):
+    """`{ours: float(settings[theirs])}` for the `(ours, theirs, default)` triples of `names`
+    (`default` where the setting is absent or null); each value that is not a number in
+    `[0, 1)` is added to the list `problems`, named as `settings` spells it."""
+    rates = {}
+    for ours, theirs, default in names:
+        value = settings.get(theirs)
+        value = default if value is None else value
+        if not is_number(value) or not 0.0 <= value < 1.0:
+            problems.append(f"{theirs}={short_repr(value)} (expected a number in [0, 1))")
+        else:
+            rates[ours] = float(value)
+    return rates
+
+
+def count_layers(names, prefix):
+    """How many distinct layer numbers follow `prefix` in `names` (`"encoder_l"` counts
+    `encoder_l1_...`, `encoder_l2_...`)."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)\D")
+    return len({match[1] for name in names if (match := pattern.match(name))})
+
+
+def check_layer_count(settings, key, present, where, problems):
+    """Adds to `problems` a layer count `settings[key]` that is not the `present` count (the
+    layers whose tensors `where` holds); a value that is no int is `read_sizes`' to name."""
+    value = settings.get(key)
+    if is_int(value) and value != present:
+        problems.append(f"{key}={value} but {present} such layers are in {where}")

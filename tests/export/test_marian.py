@@ -657,7 +657,7 @@ def _with_decoder_yml(change):
             None,
             r"wrong shape: encoder_l1_ffn_W1 \(16, 33\) \(expected \(16, 32\)\)",
         ),
-        (None, {"Wpos": np.zeros((64, 16), "float32")}, None, "no place in the model: Wpos"),
+        (None, {"Wpos": np.zeros((64, 16), "float32")}, None, "no place in the model: .Wpos."),
         (
             {"transformer-postprocess": "da", "transformer-ffn-activation": "gelu"},
             None,
