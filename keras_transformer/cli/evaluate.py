@@ -8,19 +8,21 @@ keras-transformer evaluate --hypotheses mine.en --references test.en --compare b
 keras-transformer evaluate --hypotheses mine.en --references test.en --json
 ```
 
-Files hold one sentence per line (UTF-8; `.gz` files are read compressed). Hypotheses and
+Files hold one sentence per line (UTF-8; `.gz` files are read compressed; a line of more than
+1 MiB, `keras_transformer.datasets.corpus.MAX_LINE_BYTES`, is refused). Hypotheses and
 references are read as sacreBLEU's command line reads them (trailing whitespace removed), so
-the figures and signatures are those of `sacrebleu REFERENCES -i HYPOTHESES -m bleu chrf ter`
-(and `sacrebleu REFERENCES -i BASELINE HYPOTHESES --paired-bs` for `--compare`).
+the figures and signatures are those of `sacrebleu REFERENCES -i HYPOTHESES -m bleu chrf
+ter` (and `sacrebleu REFERENCES -i BASELINE HYPOTHESES --paired-bs` for `--compare`), except
+that a leading byte order mark (which sacreBLEU scores as text) is removed.
 """
 
 import argparse
-import gzip
 import json
 import time
 
 from keras_transformer.cli.common import add_common_arguments, positive_int, print_error
 from keras_transformer.cli.translate import ENGINES
+from keras_transformer.datasets.corpus import text_lines
 from keras_transformer.training.scores import METRICS, paired_bootstrap, score_corpus
 
 
@@ -149,7 +151,8 @@ def run_evaluate(args):
 
 
 def read_lines(path, strip=True):
-    """The lines of a UTF-8 text file (`.gz`: compressed), without their line breaks.
+    """The lines of a UTF-8 text file (`.gz`: compressed), without their line breaks and a
+    leading byte order mark; lines are bounded (`keras_transformer.datasets.corpus.text_lines`).
 
     Args:
         path: str.
@@ -157,14 +160,11 @@ def read_lines(path, strip=True):
             Defaults to `True`.
 
     Raises:
-        OSError: the file cannot be read, or is not UTF-8 (the message names the file).
+        OSError: the file cannot be read (the message names the file).
+        CorpusFormatError: not UTF-8, a line too long, a damaged `.gz` file (one line naming
+            the file and the line).
     """
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as file:
-            return [line.rstrip() if strip else line.rstrip("\r\n") for line in file]
-    except UnicodeDecodeError as error:
-        raise OSError(f"{path!r} is not UTF-8 text: {error}") from None
+    return [line.rstrip() if strip else line for line in text_lines(path)]
 
 
 def format_result(result):
@@ -196,6 +196,9 @@ def format_result(result):
 
 
 def _check_counts(option, path, lines, reference_paths, references):
+    if not lines:  # sacreBLEU fails on an empty corpus (IndexError)
+        print_error(f"{option} {path} holds no lines: there is nothing to score")
+        return 2
     for reference_path, reference_lines in zip(reference_paths, references, strict=True):
         if len(reference_lines) != len(lines):
             print_error(

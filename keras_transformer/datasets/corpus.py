@@ -25,6 +25,7 @@ import itertools
 import logging
 import os
 import random
+import zlib
 
 import numpy as np
 
@@ -36,6 +37,10 @@ logger = logging.getLogger("keras_transformer")
 REMOVED = -1  # the key of a line no split uses (a filter removed it, or it is blank)
 FILTERS = ("empty", "length_ratio", "duplicate")
 DEFAULT_MAX_LENGTH_RATIO = 3.0
+# The longest line `open_lines` accepts: a sentence (or a pair) is far shorter; a file without
+# line breaks is refused after this much, not read whole.
+MAX_LINE_BYTES = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class CorpusFormatError(TsvFormatError):
@@ -165,18 +170,58 @@ def source_key(source):
     return stable_hash(normalized_source(source)) >> 1
 
 
-def open_lines(path):
+def open_lines(path, max_line_bytes=MAX_LINE_BYTES):
     """The lines of a file as bytes, `\\n` and a trailing `\\r` removed; `.gz` decompressed
-    (line for line what `tf.data.TextLineDataset` reads)."""
+    (line for line what `tf.data.TextLineDataset` reads).
+
+    A line is read `max_line_bytes` at most at a time, so a file without line breaks costs
+    no more memory than that before it is refused.
+
+    Args:
+        path: str or `os.PathLike`.
+        max_line_bytes: int. The longest line accepted (without its line break). Defaults to
+            `MAX_LINE_BYTES`.
+
+    Raises:
+        CorpusFormatError: a line longer than `max_line_bytes`, or a truncated or damaged
+            `.gz` file (one line naming the file).
+    """
     path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as file:
-        for raw in file:
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            yield raw
+    number = 0
+    try:
+        with opener(path, "rb") as file:
+            while raw := file.readline(max_line_bytes + 1):
+                number += 1
+                if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                    raise CorpusFormatError(
+                        f"{path}, line {number}: longer than {max_line_bytes} bytes; a line "
+                        "holds one sentence (or one pair): split the text into sentences"
+                    )
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                yield raw
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise CorpusFormatError(
+            f"{path}: a truncated or damaged .gz file after {number} lines ({error}): "
+            "download or compress it again"
+        ) from None
+
+
+def text_lines(path):
+    """The lines of a UTF-8 text file as str (`open_lines`: `.gz` decompressed, lines
+    bounded), a leading byte order mark removed.
+
+    Raises:
+        CorpusFormatError: invalid UTF-8, a line too long, a damaged `.gz` file (one line
+            naming the file and the line).
+    """
+    for number, raw in enumerate(open_lines(path), start=1):
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]
+        yield _decode(raw, path, number)
 
 
 def read_pairs(corpus):

@@ -2,6 +2,7 @@
 with `train` (`keras_transformer.training.scores`, `training.evaluation`): the same figures and
 signatures as sacreBLEU's own command line on the same files."""
 
+import gzip
 import json
 import re
 import subprocess
@@ -158,6 +159,36 @@ def test_text_report_and_user_errors(files, tmp_path, capsysbinary):
         (["--hypotheses", str(tmp_path / "missing.en"), "--references", references], "missing.en"),
     ]:
         status, lines, errors = run_main(capsysbinary, ["evaluate", *argv])
+        assert status == 2 and lines == [], errors
+        assert errors.startswith("keras-transformer: error: ") and message in errors, errors
+        assert errors.count("\n") == 1
+
+
+def test_a_byte_order_mark_is_not_scored_as_text(files, tmp_path, capsysbinary):
+    references = files[0]
+    marked = tmp_path / "marked.en"
+    marked.write_bytes(b"\xef\xbb\xbf" + open(references, "rb").read())
+    status, lines, _ = run_main(
+        capsysbinary, ["evaluate", "--hypotheses", str(marked), "--references", references, "--json"]
+    )
+    assert status == 0
+    assert json.loads("\n".join(lines))["scores"]["chrf"]["score"] == 100.0
+
+
+def test_empty_files_an_endless_line_and_a_truncated_gz_are_one_line(tmp_path, capsysbinary):
+    empty = write(tmp_path / "empty.en", [])
+    endless = tmp_path / "endless.en"
+    endless.write_bytes(b"x" * (2 << 20))  # 2 MiB without a line break
+    truncated = tmp_path / "hypotheses.en.gz"
+    truncated.write_bytes(gzip.compress("".join(line + "\n" for line in SYSTEM).encode())[:-12])
+    for hypotheses, references, message in [
+        (empty, empty, f"--hypotheses {empty} holds no lines: there is nothing to score"),
+        (str(endless), empty, f"{endless}, line 1: longer than 1048576 bytes"),
+        (str(truncated), empty, f"{truncated}: a truncated or damaged .gz file"),
+    ]:
+        status, lines, errors = run_main(
+            capsysbinary, ["evaluate", "--hypotheses", hypotheses, "--references", references]
+        )
         assert status == 2 and lines == [], errors
         assert errors.startswith("keras-transformer: error: ") and message in errors, errors
         assert errors.count("\n") == 1

@@ -12,6 +12,7 @@ from keras_transformer.datasets import (
     read_tsv,
     scan_corpora,
 )
+from keras_transformer.datasets.corpus import MAX_LINE_BYTES, open_lines
 
 # Pure Python: one_backend.
 pytestmark = pytest.mark.one_backend
@@ -132,6 +133,21 @@ def test_aligned_files_of_different_lengths_are_one_error_naming_both(tmp_path):
     )
     with pytest.raises(CorpusFormatError, match=r"b\.tsv, line 2: expected 2 tab-separated"):
         scan_corpora([Corpus(path=write_lines(tmp_path / "b.tsv", ["a\tb", "c"]))], 0, 0)
+
+
+def test_a_truncated_gz_and_an_endless_line_are_one_error_naming_the_file(tmp_path):
+    data = gzip.compress("".join(f"sentence {index}\n" for index in range(2000)).encode())
+    truncated = tmp_path / "c.es.gz"
+    truncated.write_bytes(data[: len(data) // 2])
+    corpus = Corpus(source=str(truncated), target=str(truncated))
+    with pytest.raises(CorpusFormatError, match=r"c\.es\.gz: a truncated or damaged \.gz file"):
+        scan_corpora([corpus], 0, 0)
+    endless = tmp_path / "endless.tsv"
+    endless.write_bytes(b"a\tb\n" + b"x" * (MAX_LINE_BYTES + 1))
+    with pytest.raises(CorpusFormatError, match=f"endless.tsv, line 2: longer than {MAX_LINE_BYTES}"):
+        scan_corpora([Corpus(path=str(endless))], 0, 0)
+    longest = b"x" * MAX_LINE_BYTES  # The longest line is read.
+    assert list(open_lines(write_lines(tmp_path / "longest.txt", [longest.decode()]))) == [longest]
 
 
 @pytest.mark.parametrize(
