@@ -306,6 +306,16 @@ def _copy(directory, tmp_path):
     return target
 
 
+def _set_config(**changes):
+    """A change of a directory: `changes` written into its config.json."""
+
+    def apply(directory):
+        config = json.loads((directory / "config.json").read_text())
+        (directory / "config.json").write_text(json.dumps(dict(config, **changes)))
+
+    return apply
+
+
 @pytest.mark.one_backend
 @pytest.mark.parametrize(
     "change, message",
@@ -331,6 +341,11 @@ def _copy(directory, tmp_path):
             "model.safetensors cannot be read",
         ),
         (lambda d: (d / "target.spm").write_bytes(b"junk"), "SentencePiece"),
+        # Issue 39: these were tracebacks (TypeError), or a preset that could not load.
+        (_set_config(max_position_embeddings="abc"), "max_position_embeddings='abc'"),
+        (_set_config(dropout=[0.1]), r"dropout=\[0.1\] .expected a number in \[0, 1"),
+        (_set_config(num_beams=[4]), r"config.json's num_beams must be a positive int.*\[4\]"),
+        (_set_config(num_beams=10**9), "config.json's num_beams=1000000000 is too large"),
     ],
 )
 def test_hostile_directories_get_one_clear_error(marian_directory, tmp_path, change, message):
@@ -352,6 +367,12 @@ def test_import_command(marian_directory, tmp_path, capsys):
     assert (
         cli.main(["import", "--from", "marian", str(tmp_path / "none"), str(tmp_path / "x")]) == 2
     )
+    broken = _copy(marian_directory, tmp_path)
+    _set_config(dropout=[0.1])(broken)
+    capsys.readouterr()
+    assert cli.main(["import", "--from", "marian", str(broken), str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "config.json" in error[0] and "dropout=[0.1]" in error[0], error
 
 
 @pytest.mark.slow
@@ -668,6 +689,13 @@ def _with_decoder_yml(change):
         ({"transformer-tied-layers": [1, 1]}, None, None, r"transformer-tied-layers=\[1, 1\]"),
         (None, {"special:model.yml": np.frombuffer(b"type: [\0", "int8")}, None, "not valid YAML"),
         (None, {"special:model.yml": None}, None, "holds no 'special:model.yml'"),
+        ({"transformer-dropout": "abc"}, None, None, "transformer-dropout='abc'"),
+        (
+            None,
+            None,
+            _with_decoder_yml(lambda text: text.replace("beam-size: 4", "beam-size: 1000000000")),
+            "decoder.yml's beam-size=1000000000 is too large: Decoding a batch",
+        ),
         (
             None,
             None,
@@ -817,9 +845,10 @@ def test_an_imported_model_serves_evaluates_and_fine_tunes(imported, tmp_path, c
     assert tuned.target_tokenizer.get_config() == translator.target_tokenizer.get_config()
     test_sources = [s for s, _ in rows[:40]]
     encoded = tuned.preprocessor.generate_preprocess(test_sources)["encoder_inputs"]
-    assert encoded.to_list() == translator.preprocessor.generate_preprocess(
-        test_sources
-    )["encoder_inputs"].to_list()
+    assert (
+        encoded.to_list()
+        == translator.preprocessor.generate_preprocess(test_sources)["encoder_inputs"].to_list()
+    )
     losses = result.history["loss"]
     assert losses[-1] < losses[0]
     # The new pairs are likelier under the fine-tuned model (held out: the last 40 rows are
