@@ -407,7 +407,9 @@ def _config(marian, arrays, vocabulary, decoder, source):
     )
     # The arrays present, not the settings, bound how many layers are named and built.
     for stack, setting in (("encoder", "enc-depth"), ("decoder", "dec-depth")):
-        check_layer_count(marian, setting, count_layers(arrays, f"{stack}_l"), "the .npz", problems)
+        check_layer_count(
+            marian, setting, count_layers(arrays, f"{stack}_l"), "the .npz arrays", problems
+        )
     rates = read_rates(
         marian,
         (
@@ -562,4 +564,5 @@ def check_layer_count(settings, key, present, where, problems):
     layers whose tensors `where` holds); a value that is no int is `read_sizes`' to name."""
     value = settings.get(key)
     if is_int(value) and value != present:
-        problems.append(f"{key}={value} but {present} such layers are in {where}")
+        layers = "layer" if present == 1 else "layers"
+        problems.append(f"{key}={value} but {where} hold tensors of {present} {layers}")

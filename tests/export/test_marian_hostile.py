@@ -171,7 +171,9 @@ def test_npz_layer_count_is_the_arrays(tmp_path):
     # Before: the expected names of 10**12 layers were listed, one by one.
     settings = model_yml(**{"enc-depth": 10**12, "dec-depth": 100_000})
     message = refusal(write_release(tmp_path / "opus", settings), "enc-depth=1000000000000")
-    assert "but 0 such layers are in the .npz" in message and "dec-depth=100000" in message
+    assert (
+        "but the .npz arrays hold tensors of 0 layers" in message and "dec-depth=100000" in message
+    )
 
 
 # === Hugging Face directories ===
@@ -219,7 +221,7 @@ def write_hf_directory(directory, config_text=None, **changes):
         # Before: 2 x 100,000 layers built for hours (200 + 200: 50 s to refuse).
         (
             {"encoder_layers": 100_000, "decoder_layers": 100_000},
-            "encoder_layers=100000 but 1 such layers are in the weights; decoder_layers=100000",
+            "encoder_layers=100000 but the weights hold tensors of 1 layer; decoder_layers=100000",
         ),
         # Before: a (65536, 65536) attention per layer built before the weights were compared.
         (
