@@ -12,6 +12,7 @@ Version directories are written under a temporary name and renamed when complete
 """
 
 import dataclasses
+import logging
 import os
 import re
 import threading
@@ -116,14 +117,17 @@ def warm(engine, max_batch_sentences, warmup="default"):
     """
     if warmup == "none":
         return 0
-    for name, sentences, prefixes in _warmup_calls(engine, max_batch_sentences):
-        if prefixes is not None and warmup != "full":
-            continue
+    calls = [
+        (name, sentences, prefixes)
+        for name, sentences, prefixes in _warmup_calls(engine, max_batch_sentences)
+        if prefixes is None or warmup == "full"
+    ]
+    for name, sentences, prefixes in calls:
         if name == N_BEST_SIGNATURE_NAME:
             engine.translate(sentences, num_hypotheses=1)
         else:
             engine.translate(sentences, target_prefix=prefixes)
-    return len(_warmup_calls(engine, max_batch_sentences))
+    return len(calls)
 
 
 def _warmup_calls(engine, max_batch_sentences):
@@ -150,13 +154,15 @@ def _warmup_calls(engine, max_batch_sentences):
 
 
 def _compiles_shapes(engine):
-    """Whether `engine` traces or compiles one search per shape (a Keras `Translator` on
-    TensorFlow or JAX: XLA, `jax.jit`, or a `tf.function` graph when not jit-compiled)."""
+    """Whether `engine` traces or compiles one search per shape: a Keras `Translator` on
+    TensorFlow (XLA, or a `tf.function` graph when not jit-compiled) or on JAX with
+    `jit_compile` (`jax.jit`); not PyTorch's eager search, nor CTranslate2."""
     if not hasattr(engine, "generator"):  # CTranslate2: nothing to compile.
         return False
     import keras
 
-    return keras.backend.backend() in ("tensorflow", "jax")
+    backend = keras.backend.backend()
+    return backend == "tensorflow" or (backend == "jax" and engine.jit_compile)
 
 
 class ServedModel:
@@ -167,15 +173,16 @@ class ServedModel:
         engine: str or `None`. `engines.load_translator`'s `engine`. Defaults to `None`.
         max_batch_sentences: int. The largest batch the warm-up covers.
         warmup: one of `WARMUPS`. Defaults to `"default"`.
-        log: callable `(str)`, for the version changes. Defaults to `print`.
+        log: callable `(str)`, for the version changes. Defaults to `None`: the
+            `keras_transformer.serving` logger.
     """
 
-    def __init__(self, spec, engine=None, max_batch_sentences=32, warmup="default", log=print):
+    def __init__(self, spec, engine=None, max_batch_sentences=32, warmup="default", log=None):
         self.spec = spec
         self.engine_name = engine
         self.max_batch_sentences = max_batch_sentences
         self.warmup = warmup
-        self.log = log
+        self.log = log or logging.getLogger("keras_transformer.serving").warning
         self.engine = None
         self.version = None
         self.directory = None

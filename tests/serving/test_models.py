@@ -1,0 +1,74 @@
+"""A served model on every backend: the warm-up runs the searches the backend compiles, the
+batcher's merged calls give the translator's own translations, and a version that fails to
+load is logged once while the served one stays."""
+
+import shutil
+import threading
+
+import keras
+import pytest
+
+from keras_transformer.serving import Batcher, Job, SearchOptions, ServedModel
+from keras_transformer.serving.models import ModelSpec, served_version, warm
+from tests.export_helpers import SENTENCES
+
+
+def test_warm_up_then_merged_batches_translate_as_the_translator(number_translator, tmp_path):
+    translator, _, keras_path = number_translator
+    shutil.copy(keras_path, tmp_path / "translator.keras")
+    model = ServedModel(ModelSpec(str(tmp_path)), max_batch_sentences=2)
+    model.load()
+    assert model.version is None and model.directory == str(tmp_path)
+    calls = model.warm_up()
+    backend = keras.backend.backend()
+    # TensorFlow traces a search per (bucket, rows): buckets 16 and 32, 1 and 2 rows, and
+    # the n-best request; JAX without jit_compile and PyTorch compile nothing.
+    assert calls == (5 if backend == "tensorflow" else 1)
+    gate, entered = threading.Event(), threading.Event()
+    batches = []
+
+    def translate(sentences, prefixes, options):
+        entered.set()
+        gate.wait(10)
+        batches.append(len(sentences))
+        return model.translate(sentences, prefixes, options)
+
+    batcher = Batcher(translate, max_batch_sentences=8)
+    held = batcher.submit(Job(["tres"], None, SearchOptions()))
+    assert entered.wait(10)  # The first batch runs; the next requests wait behind it.
+    futures = [batcher.submit(Job([sentence], None, SearchOptions())) for sentence in SENTENCES]
+    n_best = batcher.submit(Job(SENTENCES[:2], None, SearchOptions(num_hypotheses=2)))
+    gate.set()
+    assert [t.text for t in held.result(60)] == [translator("tres")]
+    assert [future.result(60)[0].text for future in futures] == translator(SENTENCES)
+    assert [[h.text for h in row] for row in n_best.result(60)] == [
+        [h.text for h in row] for row in translator.translate(SENTENCES[:2], num_hypotheses=2)
+    ]
+    assert batches == [1, len(SENTENCES), 2]
+    batcher.close(10)
+
+
+@pytest.mark.one_backend
+def test_a_version_that_fails_to_load_is_logged_once_and_the_served_one_stays(
+    number_translator, tmp_path
+):
+    _, _, keras_path = number_translator
+    (tmp_path / "1").mkdir()
+    shutil.copy(keras_path, tmp_path / "1" / "translator.keras")
+    lines = []
+    model = ServedModel(ModelSpec(str(tmp_path)), log=lines.append, warmup="none")
+    model.load()
+    assert (model.directory, model.version) == (str(tmp_path / "1"), 1)
+    assert model.update() is None  # Nothing newer.
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "translator.keras").write_bytes(b"not a zip archive")
+    engine = model.engine
+    assert model.update() is None and model.update() is None
+    assert model.engine is engine and model.version == 1
+    assert len(lines) == 1 and "version 2" in lines[0] and "still serving version 1" in lines[0]
+    (tmp_path / "3").mkdir()
+    shutil.copy(keras_path, tmp_path / "3" / "translator.keras")
+    assert model.update() == 3 and model.directory == str(tmp_path / "3")
+    assert "serving version 3" in lines[-1]
+    assert warm(model.engine, 4, "none") == 0
+    assert served_version("hf://user/model") == ("hf://user/model", None)
