@@ -3,8 +3,9 @@
 # clean virtual environments and smoke-tests each from a temporary directory with `python -I`,
 # so only the installed wheel can be imported, never the checkout:
 #   [jax]         import, build the tiny preset, fit two steps; TensorFlow and keras-hub absent.
-#   [tensorflow]  load the committed translator (tests/fixtures/translator_v0_1.keras; a tiny
-#                 one saved by the wheel itself while the fixture is absent) and translate.
+#   [tensorflow,serve]  load the committed translator (tests/fixtures/translator_v0_1.keras; a
+#                 tiny one saved by the wheel itself while the fixture is absent) and translate;
+#                 the server's package and its page are in the wheel.
 # Prints the wheel size and each install time. Usage (PY needs the `build` package):
 #   PY=.venv/bin/python bash .ci/check_dist.sh      (`make dist-check` does this)
 set -euo pipefail
@@ -89,7 +90,7 @@ assert int(model.optimizer.iterations) == 2 and np.isfinite(loss), history.histo
 print(f"[jax] keras_transformer {kt.__version__}: tiny preset, 2 fit steps, loss {loss:.3f}")
 EOF
 
-install tf-venv tensorflow
+install tf-venv tensorflow,serve
 tf-venv/bin/keras-transformer --help >/dev/null 2>"$WORK/tf.log" || { cat "$WORK/tf.log"; exit 1; }
 if [ -f "$FIXTURE" ]; then
   cp "$FIXTURE" translator.keras
@@ -130,5 +131,12 @@ translator = kt.Translator.load("translator.keras")
 translations = dict(zip(expected, translator(list(expected)), strict=True))
 assert translations == expected, (translations, expected)
 print(f"[tensorflow] Translator.load + translate: {translations}")
+import importlib.resources
+
+from keras_transformer.serving import create_app  # noqa: F401 (the serve extra imports)
+
+page = importlib.resources.files("keras_transformer.serving").joinpath("page.html").read_text()
+assert 'id="translate"' in page
+print(f"[tensorflow,serve] keras_transformer.serving imports; its page: {len(page)} characters")
 EOF
 echo "dist-check: passed in $SECONDS s"
