@@ -91,6 +91,14 @@ def add_serve_parser(subparsers):
         "minute; /translate then needs one (403)",
     )
     parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an origin (https://app.example) whose web pages may call the API; '*' for any, "
+        "as LibreTranslate allows. Repeat for several (default: none)",
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_float,
         default=60.0,
@@ -158,6 +166,7 @@ def run_serve(args):
         max_batch_sentences=max_batch,
         max_queue_sentences=args.max_queue_sentences,
         batch_wait=args.batch_wait_ms / 1000,
+        cors_origins=tuple(args.cors_origin),
     )
     models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
     try:

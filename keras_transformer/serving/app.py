@@ -25,6 +25,7 @@ import logging
 import time
 
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -85,6 +86,8 @@ class Settings:
         max_batch_sentences: int. Most sentences merged into one engine call.
         max_queue_sentences: int. Most sentences waiting per model (503 beyond).
         batch_wait: float. Seconds to wait for more requests before a batch that is not full.
+        cors_origins: tuple of str. Origins whose pages may call the API from a browser
+            (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
     """
 
     char_limit: int = 5000
@@ -96,6 +99,7 @@ class Settings:
     max_batch_sentences: int = 32
     max_queue_sentences: int = 1024
     batch_wait: float = 0.0
+    cors_origins: tuple = ()
 
 
 class ServerState:
@@ -174,6 +178,14 @@ def create_app(state):
         routes=routes,
         exception_handlers={404: _not_found, 405: _not_allowed, ApiError: _api_error},
     )
+    if state.settings.cors_origins:
+        app = CORSMiddleware(
+            app,
+            allow_origins=list(state.settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type"],
+            max_age=3600,
+        )
     return AccessLog(BodyLimit(app, state.settings.body_limit), state.metrics)
 
 
@@ -251,6 +263,12 @@ def _translate(state):
         except ValueError as error:
             raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
         sentences, prefixes, counts = split_lines(parsed)
+        if len(sentences) > settings.max_queue_sentences:  # It could never be queued.
+            raise ApiError(
+                413,
+                f"Invalid request: {len(sentences)} lines, more than the server queues "
+                f"({settings.max_queue_sentences}): send fewer at a time",
+            )
         name = model.spec.name
         batcher = state.batchers[name]
         try:

@@ -255,7 +255,7 @@ def test_rate_limiter_window_slides_and_forgets_old_clients(monkeypatch):
 
 def test_overload_time_limit_warming_and_draining_answer_503():
     gate = threading.Event()
-    state = make_state(gate=gate, max_queue_sentences=2, timeout=0.5)
+    state = make_state(gate=gate, max_queue_sentences=3, timeout=0.5)
     body = {"q": "x", "source": "es", "target": "en"}
     with TestClient(create_app(state)) as client:
         answer = post(client, body)  # The engine is held: the request times out.
@@ -264,7 +264,7 @@ def test_overload_time_limit_warming_and_draining_answer_503():
             and "Timed out: no translation within 0.5 s" in answer.json()["error"]
         )
         post(client, {**body, "q": ["a", "b"]})  # Waits behind the held batch, then times out.
-        answer = post(client, {**body, "q": ["c", "d", "e"]})
+        answer = post(client, {**body, "q": ["c", "d"]})
         assert (
             answer.status_code == 503 and "Overloaded: the queue is full" in answer.json()["error"]
         )
@@ -359,3 +359,39 @@ def test_parse_translate_reads_form_strings_as_types():
     with pytest.raises(ApiError, match="scores must be true or false"):
         parse_translate({"q": "x", "source": "es", "target": "en", "scores": "maybe"})
     assert json.dumps(parsed.texts) == '["x"]'
+
+
+def test_cross_origin_pages_only_from_the_origins_given():
+    body = {"q": "x", "source": "es", "target": "en"}
+    origin = {"Origin": "https://app.example"}
+    state = make_state()
+    with TestClient(create_app(state)) as client:
+        assert "access-control-allow-origin" not in post(client, body, headers=origin).headers
+    state.close(5)
+    state = make_state(cors_origins=("https://app.example",))
+    with TestClient(create_app(state)) as client:
+        answer = post(client, body, headers=origin)
+        assert answer.headers["access-control-allow-origin"] == "https://app.example"
+        preflight = client.options(
+            "/translate",
+            headers={
+                **origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type",
+            },
+        )
+        assert preflight.status_code == 200
+        other = post(client, body, headers={"Origin": "https://other.example"})
+        assert "access-control-allow-origin" not in other.headers
+    state.close(5)
+
+
+def test_a_request_of_more_lines_than_the_queue_holds_is_413():
+    state = make_state(max_queue_sentences=4)
+    with TestClient(create_app(state)) as client:
+        answer = post(client, {"q": "a\nb\nc\nd\ne", "source": "es", "target": "en"})
+        assert (
+            answer.status_code == 413
+            and "5 lines, more than the server queues (4)" in answer.json()["error"]
+        )
+    state.close(5)
