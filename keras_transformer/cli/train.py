@@ -1,4 +1,4 @@
-"""The `train` subcommand: `keras-transformer train --config FILE [overrides]`.
+"""The `train` subcommand: `keras-transformer train [--config] FILE [overrides]`.
 
 Also runnable as `python -m keras_transformer.training --config FILE` (`main`). Module-level
 imports are light (the pure-Python config and the command's helpers); Keras and the framework
@@ -44,6 +44,7 @@ def add_train_parser(subparsers):
             "exports a SavedModel. Running the same command again after an interruption "
             "resumes from the last backup."
         ),
+        formatter_class=TrainHelpFormatter,
     )
     add_train_arguments(parser)
     add_common_arguments(parser, verbose=False, default=argparse.SUPPRESS)
@@ -53,6 +54,10 @@ def add_train_parser(subparsers):
 
 def add_train_arguments(parser):
     """Adds the `train` options to `parser`."""
+    # `train CONFIG`, as fairseq and OpenNMT users type it, is `train --config CONFIG`.
+    parser.add_argument(
+        "config_file", nargs="?", metavar="CONFIG", help="the config file, as --config names it"
+    )
     parser.add_argument("--config", help="TOML or YAML config file (default: the paper's recipe)")
     parser.add_argument("--output-dir", help="where the run writes (config: output_dir)")
     parser.add_argument(
@@ -114,7 +119,6 @@ def add_train_arguments(parser):
         const=True,
         default=argparse.SUPPRESS,
         dest="framework_logs",
-        metavar="",
         help="keep TensorFlow's start-up logs (CUDA probes, CPU feature banners)",
     )
     parser.add_argument(
@@ -146,10 +150,41 @@ def config_from_args(args):
         if not separator:
             raise ConfigError(f"`--set` takes SECTION.KEY=VALUE. Received: --set {assignment!r}")
         overrides[key.strip()] = parse_value(value.strip())
-    if args.config:
-        return load_config(args.config, overrides)
+    path = config_file(args)
+    if path:
+        return load_config(path, overrides)
     config = TrainingConfig()
     return config.replace(**overrides) if overrides else config
+
+
+def config_file(args):
+    """The config file of parsed `train` arguments: `--config FILE` or the positional `FILE`.
+
+    Raises:
+        ConfigError: both are given and name different files.
+    """
+    named, positional = args.config, getattr(args, "config_file", None)
+    if named and positional and named != positional:
+        raise ConfigError(
+            f"train takes one config file: --config {named} and CONFIG {positional} differ"
+        )
+    return named or positional
+
+
+class TrainHelpFormatter(argparse.HelpFormatter):
+    """Shows `--verbose` as the flag it is: the optional value it still reads (0.2.0's
+    `--verbose N`, now `--progress N`) goes unshown."""
+
+    def _format_args(self, action, default_metavar):
+        if action.dest == "framework_logs":
+            return ""
+        return super()._format_args(action, default_metavar)
+
+    def _format_action_invocation(self, action):
+        return super()._format_action_invocation(action).rstrip()
+
+    def _format_usage(self, *args, **kwargs):
+        return super()._format_usage(*args, **kwargs).replace("--verbose ]", "--verbose]")
 
 
 def run_train(args):
@@ -161,7 +196,7 @@ def run_train(args):
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
-    check_before_training(config, args.config or "command line")
+    check_before_training(config, config_file(args) or "command line")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Loads Keras and the backend's framework (seconds): only once the command runs.
     from keras_transformer.training.trainer import train
@@ -184,7 +219,8 @@ def progress_mode(args):
         if legacy not in PROGRESS:
             raise ConfigError(
                 f"train --verbose takes no value (it keeps TensorFlow's logs); the progress "
-                f"is --progress {{{','.join(PROGRESS)}}}. Received: --verbose {legacy}"
+                f"is --progress {{{','.join(PROGRESS)}}}, and a config file goes before "
+                f"--verbose or after --config. Received: --verbose {legacy}"
             )
         progress = legacy
     if progress == "auto":
@@ -243,6 +279,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m keras_transformer.training",
         description="Trains a Transformer from a config file (see `keras-transformer train`).",
+        formatter_class=TrainHelpFormatter,
     )
     add_train_arguments(parser)
     add_common_arguments(parser, verbose=False)

@@ -3,6 +3,7 @@ progress without escape codes off a terminal, errors in the command's spellings,
 run's directory where a model is expected."""
 
 import argparse
+import json
 
 import pytest
 
@@ -11,6 +12,7 @@ from keras_transformer.cli.common import cli_spelling
 from keras_transformer.cli.export import run_translator
 from keras_transformer.cli.train import progress_mode
 from keras_transformer.training.config import ConfigError
+from tests.cli.helpers import run_main
 
 pytestmark = pytest.mark.one_backend  # Argument handling only.
 
@@ -63,3 +65,29 @@ def test_export_takes_a_run_directory(tmp_path):
     assert run_translator(str(preset)) == str(preset)  # a preset stays a preset
     assert run_translator(str(tmp_path / "x.keras")) == str(tmp_path / "x.keras")
     assert isinstance(cli.build_parser(), argparse.ArgumentParser)
+
+
+def test_train_takes_the_config_as_its_positional_argument(capsysbinary, tmp_path):
+    """Issue 39: `train CONFIG`, as fairseq and OpenNMT users type it, is `train --config CONFIG`."""
+    config = tmp_path / "run.toml"
+    config.write_text('output_dir = "runs/positional"\n')
+    status, lines, _ = run_main(capsysbinary, ["train", str(config), "--print-config"])
+    assert status == 0 and json.loads("\n".join(lines))["output_dir"] == "runs/positional"
+    status, lines, _ = run_main(
+        capsysbinary, ["train", str(config), "--config", str(config), "--print-config"]
+    )
+    assert status == 0 and json.loads("\n".join(lines))["output_dir"] == "runs/positional"
+    other = tmp_path / "other.toml"
+    other.write_text("")
+    status, lines, error = run_main(capsysbinary, ["train", "--config", str(other), str(config)])
+    assert status == 2 and lines == []
+    assert f"--config {other} and CONFIG {config} differ" in error
+
+
+def test_train_help_shows_verbose_as_a_flag(capsys):
+    """Issue 39: `train --help` showed `--verbose []` (its hidden value is 0.2.0's progress)."""
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    help_text = capsys.readouterr().out
+    assert "[--verbose]" in help_text and "\n  --verbose  " in help_text
+    assert "[]" not in help_text and "CONFIG" in help_text
