@@ -72,3 +72,27 @@ def test_a_version_that_fails_to_load_is_logged_once_and_the_served_one_stays(
     assert "serving version 3" in lines[-1]
     assert warm(model.engine, 4, "none") == 0
     assert served_version("hf://user/model") == ("hf://user/model", None)
+
+
+@pytest.mark.one_backend
+def test_a_saved_model_replays_its_warm_up_requests_and_ctranslate2_warms_with_one(
+    exported, tmp_path
+):
+    from keras_transformer.export import export_ctranslate2, read_warmup_requests
+    from keras_transformer.serving.models import _warmup_calls
+
+    translator, _, saved_model_path = exported
+    model = ServedModel(ModelSpec(str(saved_model_path)), warmup="none")
+    model.load()
+    records = read_warmup_requests(saved_model_path)
+    calls = _warmup_calls(model.engine, 32)
+    assert len(calls) == len(records)  # The export's own requests, prefixed ones included.
+    assert sum(prefixes is not None for _, _, prefixes in calls) == len(records) // 2
+    expected = translator(SENTENCES)
+    options = SearchOptions(num_hypotheses=2)
+    assert [row[0].text for row in model.translate(SENTENCES, None, options)] == expected
+    export_ctranslate2(translator, tmp_path / "ct2")
+    model = ServedModel(ModelSpec(str(tmp_path / "ct2")))
+    model.load()
+    assert model.warm_up() == 1  # CTranslate2 compiles nothing.
+    assert [t.text for t in model.translate(SENTENCES, None, SearchOptions())] == expected
