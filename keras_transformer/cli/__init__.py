@@ -40,7 +40,7 @@ a failed batch has none. `--beam-size 1` asks for greedy search.
 A user error (a bad config file or setting, a malformed or missing data file, an unreadable
 model) ends with one line on standard error, `keras-transformer: error: ...`, and the exit
 status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
-feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL` is set.
+feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL=0` is set.
 
 `evaluate` scores a model's translations of a file (or translations made already) with
 sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired

@@ -58,13 +58,13 @@ def quiet_framework_logs():
 
     Sets `TF_CPP_MIN_LOG_LEVEL=3` unless it is set, and imports TensorFlow (when installed and
     not yet imported) with the process's standard error pointing at `/dev/null`, since some
-    of its libraries log while loading, before any log level applies. Every subcommand
-    imports TensorFlow anyway (the tokenizers are tensorflow-text's). A user who sets
-    `TF_CPP_MIN_LOG_LEVEL` sees the logs that level lets through.
+    of its libraries log while loading, before any log level applies: a level the user set
+    (`TF_CPP_MIN_LOG_LEVEL=3` hides INFO and WARNING) does not hide these lines either. Every
+    subcommand imports TensorFlow anyway (the tokenizers are tensorflow-text's). A user who
+    sets `TF_CPP_MIN_LOG_LEVEL=0` (show everything) sees them, as with `--verbose`.
     """
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    if os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3").strip() == "0":
         return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is None:
         return
     with _stderr_to_devnull():

@@ -153,3 +153,18 @@ def test_framework_logs_are_quiet_and_a_truncated_keras_file_is_named(
         "`path` is not a valid .keras archive (a zip file); it may be truncated or still "
         f"being written. Received: path={str(truncated)!r}"
     ]
+
+
+def test_framework_logs_are_quiet_when_the_user_set_the_log_level_too():
+    """Issue 39: with `TF_CPP_MIN_LOG_LEVEL=3` already set, TensorFlow still logged 6 lines
+    while loading (absl's notice, oneDNN, the cudart stub, twice): the level does not apply
+    to them, so the import is quieted as without it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "translate", "--model", "/nonexistent", "x"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("keras-transformer: error: cannot load the model '/nonexistent'")
