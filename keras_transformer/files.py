@@ -348,6 +348,54 @@ def unlock_directory(directory):
         os.close(handle)
 
 
+def link_roots(directory):
+    """The directories a link in `directory` (a preset, a model to import) may lead into:
+    `directory` itself, and for a Hugging Face cache snapshot (`<repo>/snapshots/<revision>/`,
+    whose files are links to `<repo>/blobs/<hash>`) that repository's `blobs/`. The snapshot
+    is located from its real path, and `blobs` counts only as a real directory: a `blobs`
+    that is itself a link would make whatever it points to a legal target."""
+    real = os.path.realpath(os.fspath(directory))
+    snapshots = os.path.dirname(real)
+    blobs = os.path.join(os.path.dirname(snapshots), "blobs")
+    if (
+        os.path.basename(snapshots) == "snapshots"
+        and os.path.isdir(blobs)
+        and not os.path.islink(blobs)
+    ):
+        return [real, blobs]
+    return [real]
+
+
+def link_outside(path, directory, what):
+    """The one rule for links in a directory read from elsewhere (a preset, a model to
+    import): a one-line problem naming `path` when it is (or passes through) a symbolic link
+    leading outside `link_roots(directory)`, or one leading nowhere; else `None` (a missing
+    `path` included: reported where it is read). Nothing is opened.
+
+    Args:
+        path: str or `os.PathLike`. A path inside `directory`.
+        directory: str or `os.PathLike`. The directory read.
+        what: str. What `directory` is, for the problem (`"the preset"`).
+    """
+    directory = os.path.abspath(os.fspath(directory))
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.lexists(path):
+        return None
+    target = os.path.realpath(path)
+    if any(target == root or target.startswith(root + os.sep) for root in link_roots(directory)):
+        return None
+    link = directory
+    for part in os.path.relpath(path, directory).split(os.sep):
+        link = os.path.join(link, part)
+        if os.path.islink(link):
+            break  # The first link on the way names the problem.
+    return (
+        f"{os.path.relpath(link, directory)}: a symbolic link leading outside {what} (to "
+        f"{target!r}); its files may link only to files inside it (or, in a Hugging Face "
+        "cache snapshot, to its repository's blobs/, itself no link)"
+    )
+
+
 def _remove(path):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)

@@ -63,6 +63,7 @@ from keras_transformer.export.marian_npz import (
     read_marian_npz,
     read_rates,
     read_sizes,
+    source_file,
 )
 from keras_transformer.files import atomic_directory
 from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES
@@ -122,7 +123,9 @@ def import_marian(
         transformers' `length_penalty`).
 
     Raises:
-        ValueError: one message naming every file or setting that does not fit.
+        ValueError: one message naming every file or setting that does not fit; a file that
+            is a link leading outside `source` (or, in a Hugging Face cache snapshot, outside
+            its repository's `blobs/`) is refused before it is read.
     """
 
     started = time.perf_counter()
@@ -218,13 +221,13 @@ def read_marian_directory(source):
             f"`source` is not a Hugging Face MarianMTModel directory: it lacks {', '.join(missing)}. "
             f"Received: source={source!r}"
         )
-    config = _read_json(os.path.join(source, "config.json"), MAX_CONFIG_BYTES, "config.json")
-    vocabulary = _read_json(os.path.join(source, "vocab.json"), MAX_VOCABULARY_BYTES, "vocab.json")
+    config = _read_json(source_file(source, "config.json"), MAX_CONFIG_BYTES, "config.json")
+    vocabulary = _read_json(source_file(source, "vocab.json"), MAX_VOCABULARY_BYTES, "vocab.json")
     protos = {
-        side: read_bounded_file(os.path.join(source, f"{side}.spm"), 1 << 27, True, f"{side}.spm")
+        side: read_bounded_file(source_file(source, f"{side}.spm"), 1 << 27, True, f"{side}.spm")
         for side in ("source", "target")
     }
-    weights = _read_weights(os.path.join(source, weights_files[0]))
+    weights = _read_weights(source_file(source, weights_files[0]))
     return config, vocabulary, protos, weights
 
 

@@ -32,6 +32,7 @@ import zipfile
 import numpy as np
 
 from keras_transformer._checks import is_int, is_number, short_repr
+from keras_transformer.files import link_outside
 from keras_transformer.text.tokenizer import MAX_VOCABULARY_SIZE, read_bounded_file
 
 MAX_YAML_BYTES = 1 << 27
@@ -104,7 +105,8 @@ def read_marian_npz(source):
     `models` names, else the directory's only `*.npz` (optimizer states `*.optimizer.npz`
     aside). Which vocabulary: `decoder.yml`'s `vocabs`, else the directory's only
     `*vocab.yml`, else its `*.src.vocab.yml` and `*.trg.vocab.yml`, which must be equal.
-    Names read from `decoder.yml` are looked up in the directory only.
+    Names read from `decoder.yml` are looked up in the directory only, and every file is
+    read through `source_file` (no link out of the directory).
 
     Returns:
         `(config dict, vocabulary dict piece -> id, {"source": bytes, "target": bytes},
@@ -119,14 +121,14 @@ def read_marian_npz(source):
     import yaml  # the marian extra
 
     source = os.fspath(source)
-    directory = os.path.dirname(source) if os.path.isfile(source) else source
+    directory = (os.path.dirname(source) or ".") if os.path.isfile(source) else source
     decoder = {}
     if os.path.isfile(os.path.join(directory, "decoder.yml")):
-        decoder = _read_yaml(yaml, os.path.join(directory, "decoder.yml"), "decoder.yml")
+        decoder = _read_yaml(yaml, source_file(directory, "decoder.yml"), "decoder.yml")
     if os.path.isfile(source):
-        npz = source
+        npz = source_file(directory, os.path.basename(source))
     else:
-        npz = os.path.join(source, _pick_npz(source, decoder))
+        npz = source_file(source, _pick_npz(source, decoder))
     missing = [name for name in ("source.spm", "target.spm") if not _is_file(directory, name)]
     vocabularies = _vocabulary_files(directory, decoder)
     if not vocabularies:
@@ -160,14 +162,24 @@ def read_marian_npz(source):
         config = _config(marian, arrays, vocabulary, decoder, source)
         weights = _weights(archive, npz, arrays, marian, config, source)
     protos = {
-        side: read_bounded_file(
-            os.path.join(directory, f"{side}.spm"), 1 << 27, True, f"{side}.spm"
-        )
+        side: read_bounded_file(source_file(directory, f"{side}.spm"), 1 << 27, True, f"{side}.spm")
         for side in ("source", "target")
     }
     vocabulary[START_PIECE] = len(vocabulary)
     settings = {"sinusoid_frequencies": "marian", "layer_norm_epsilon": 1e-6}
     return config, vocabulary, protos, weights, settings
+
+
+def source_file(directory, name):
+    """The path of the file `name` of the model directory `directory`, refused (one line
+    naming it) when it is a link leading outside the directory: the preset loader's rule
+    (`keras_transformer.files.link_outside`, the Hugging Face cache's `blobs/` included), so
+    no file from elsewhere ends up in the preset an import writes."""
+    path = os.path.join(directory, name)
+    problem = link_outside(path, directory, "the source directory")
+    if problem is not None:
+        raise ValueError(f"{problem}. Received: source={directory!r}")
+    return path
 
 
 def _is_file(directory, name):
@@ -343,7 +355,7 @@ def read_vocabulary(directory, files):
 
     vocabularies = []
     for name in dict.fromkeys(files):
-        path = os.path.join(directory, name)
+        path = source_file(directory, name)
         data = read_bounded_file(path, MAX_YAML_BYTES, True, name)
         raw = _parse_yaml(yaml, data, name, strings=True, max_nodes=MAX_VOCABULARY_NODES)
         try:

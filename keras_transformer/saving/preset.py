@@ -49,7 +49,7 @@ from collections import Counter
 import keras
 
 from keras_transformer._checks import short_repr
-from keras_transformer.files import atomic_directory
+from keras_transformer.files import atomic_directory, link_outside
 from keras_transformer.saving.checks import deserialize_part
 from keras_transformer.saving.weights import check_finite, check_sha256, weights_bytes
 from keras_transformer.version import __version__
@@ -477,19 +477,18 @@ class _Reader:
         self.problems = []
         if not os.path.isdir(self.directory):
             raise FileNotFoundError(f"No preset directory at {self.directory!r}")
-        self.roots = link_roots(self.directory)
 
     def path(self, *names):
         """The path of the preset's file (or directory) `names`, once every link on the way
         to it (and, for a directory, under it) is known to stay inside the preset: else the
         load fails naming the link, before its target is opened."""
         path = os.path.join(self.directory, *names)
-        outside = _link_outside(path, self.roots, self.directory)
+        outside = link_outside(path, self.directory, "the preset")
         if outside is None and os.path.isdir(path):
             for parent, directories, files in os.walk(path):
                 for entry in (*directories, *files):
                     entry = os.path.join(parent, entry)
-                    outside = outside or _link_outside(entry, self.roots, self.directory)
+                    outside = outside or link_outside(entry, self.directory, "the preset")
         if outside is not None:
             self.problems = []
             self.fail(outside)
@@ -626,39 +625,6 @@ class _Reader:
             f"problem{'s' if len(problems) > 1 else ''}):{listed}\n{_run_hint(self.directory)}"
             f"Received: directory={self.directory!r}"
         )
-
-
-def link_roots(directory):
-    """The directories a link in the preset `directory` may lead into: the preset itself,
-    and for a Hugging Face cache snapshot (`<repo>/snapshots/<revision>/`, whose files are
-    links to `<repo>/blobs/<hash>`) that repository's `blobs/`."""
-    directory = os.path.abspath(os.fspath(directory))
-    roots = [os.path.realpath(directory)]
-    snapshots = os.path.dirname(directory)
-    blobs = os.path.join(os.path.dirname(snapshots), "blobs")
-    if os.path.basename(snapshots) == "snapshots" and os.path.isdir(blobs):
-        roots.append(os.path.realpath(blobs))
-    return roots
-
-
-def _link_outside(path, roots, directory):
-    """A problem naming `path` when it is (or passes through) a link leading outside `roots`
-    (or a link that leads nowhere), else `None`. Nothing is opened."""
-    if not os.path.lexists(path):
-        return None  # Reported as missing where it is read.
-    target = os.path.realpath(path)
-    if any(target == root or target.startswith(root + os.sep) for root in roots):
-        return None
-    link = directory
-    for part in os.path.relpath(path, directory).split(os.sep):
-        link = os.path.join(link, part)
-        if os.path.islink(link):
-            break  # The first link on the way names the problem.
-    return (
-        f"{os.path.relpath(link, directory)}: a symbolic link leading outside the preset (to {target!r}); a preset's "
-        "files may link only to files inside it (or, in a Hugging Face cache snapshot, to "
-        "its repository's blobs/)"
-    )
 
 
 def _run_hint(directory):

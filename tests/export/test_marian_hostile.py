@@ -9,6 +9,7 @@ that need a whole model (bad settings of a model that otherwise maps) are in tes
 
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -248,3 +249,43 @@ def test_deep_json_gets_one_line_naming_the_file(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "config.json is nested too deeply" in error[0], error
     assert time.perf_counter() - started < 10
+
+
+# === Links: the preset loader's rule ===
+def as_hub_snapshot(directory, blobs_elsewhere=None):
+    """`directory` moved into a Hugging Face cache layout, each file a link into `blobs/`
+    (itself a link to `blobs_elsewhere` when given). Returns the snapshot directory."""
+    repository = directory.parent / "models--owner--name"
+    blobs = repository / "blobs"
+    snapshot = repository / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    if blobs_elsewhere is not None:
+        blobs_elsewhere.mkdir()
+        os.symlink(blobs_elsewhere, blobs)
+    else:
+        blobs.mkdir()
+    for name in os.listdir(directory):
+        os.replace(directory / name, blobs / f"blob-{name}")
+        os.symlink(os.path.join("..", "..", "blobs", f"blob-{name}"), snapshot / name)
+    return snapshot
+
+
+def test_links_out_of_the_source_are_refused_naming_the_file(tmp_path):
+    # Before: followed, the outside file's contents imported into the preset.
+    outside = tmp_path / "outside.json"
+    directory = write_hf_directory(tmp_path / "hf")
+    os.replace(directory / "vocab.json", outside)
+    os.symlink(outside, directory / "vocab.json")
+    refusal(directory, "vocab.json: a symbolic link leading outside the source directory")
+    release = write_release(tmp_path / "opus")
+    os.replace(release / "model.vocab.yml", tmp_path / "outside.yml")
+    os.symlink(tmp_path / "outside.yml", release / "model.vocab.yml")
+    refusal(release, "model.vocab.yml: a symbolic link leading outside the source directory")
+    # A Hugging Face cache snapshot: links into its real blobs/ are read (the import goes on
+    # to the next check); a blobs/ that is itself a link is no root.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    snapshot = as_hub_snapshot(write_hf_directory(tmp_path / "a" / "hf", d_model=1 << 16))
+    refusal(snapshot, r"'shared.weight' has shape \(6, 4\)")
+    snapshot = as_hub_snapshot(write_hf_directory(tmp_path / "b" / "hf"), tmp_path / "elsewhere")
+    refusal(snapshot, "config.json: a symbolic link leading outside the source directory")

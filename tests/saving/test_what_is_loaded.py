@@ -241,6 +241,16 @@ def test_a_hugging_face_cache_snapshot_loads(loaded, tmp_path):
         Translator.from_preset(snapshot)
 
 
+def test_a_blobs_link_in_a_hugging_face_cache_is_no_link_root(tmp_path):
+    # Before: `blobs -> elsewhere` made `elsewhere` a legal target of the snapshot's links.
+    snapshot = hub_cache(tmp_path / "hf", PRESET)
+    blobs = snapshot.parent.parent / "blobs"
+    os.replace(blobs, tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", blobs)
+    with pytest.raises(ValueError, match="a symbolic link leading outside the preset"):
+        Translator.from_preset(snapshot)
+
+
 def test_hub_handles_load_from_the_hubs_caches_offline(loaded, tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
     pytest.importorskip("kagglehub")
