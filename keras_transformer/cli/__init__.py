@@ -41,6 +41,8 @@ A user error (a bad config file or setting, a malformed or missing data file, an
 model) ends with one line on standard error, `keras-transformer: error: ...`, and the exit
 status 2; `--debug` shows the traceback instead. TensorFlow's start-up logs (CUDA probes, CPU
 feature banners) are silenced unless `--verbose` is given or `TF_CPP_MIN_LOG_LEVEL=0` is set.
+A command whose output's reader has gone (`... | head`) stops quietly, with the status 141
+(128 + SIGPIPE, what a shell reports for `yes | head`'s `yes`).
 
 `evaluate` scores a model's translations of a file (or translations made already) with
 sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired
@@ -56,10 +58,12 @@ import argparse
 import sys
 
 from keras_transformer.cli.common import (
+    CLOSED_PIPE_STATUS,
     PROGRAM,
     add_common_arguments,
     quiet_framework_logs,
     run_handler,
+    standard_output_gone,
     user_errors,
 )
 from keras_transformer.cli.evaluate import add_evaluate_parser
@@ -91,7 +95,15 @@ def main(argv=None):
     Returns:
         int, the exit status.
     """
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # After `--help` (or a usage error): quiet if its reader has gone.
+        standard_output_gone()
+        raise
+    except BrokenPipeError:  # `--help | head` with unbuffered output (`python -u`).
+        if standard_output_gone():
+            return CLOSED_PIPE_STATUS
+        raise
     # `train --verbose 2` (0.2.0's progress option) leaves a string: not the logs flag.
     verbose = args.framework_logs is True
     return run_handler(args.handler, args, debug=args.debug, verbose=verbose)

@@ -8,12 +8,16 @@ import contextlib
 import importlib.util
 import logging
 import os
+import select
 import sys
 
 from keras_transformer.datasets.tsv import TsvFormatError
 from keras_transformer.training.config import ConfigError
 
 PROGRAM = "keras-transformer"
+# The status when standard output's reader has gone: 128 + SIGPIPE, what a shell reports for a
+# command that a closed pipe ended (`yes | head`).
+CLOSED_PIPE_STATUS = 141
 
 
 def run_handler(handler, args, debug=False, verbose=False):
@@ -36,12 +40,38 @@ def run_handler(handler, args, debug=False, verbose=False):
         else:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # A reader that has gone (`| head`) shows here, not at exit.
+        return status
     except user_errors() as failure:
+        if isinstance(failure, BrokenPipeError) and standard_output_gone():
+            return CLOSED_PIPE_STATUS
         if debug:
             raise
         print_error(" ".join(str(failure).split()) or type(failure).__name__)
         return 2
+
+
+def standard_output_gone():
+    """Whether standard output is a pipe whose reader has gone (`keras-transformer ... | head`).
+
+    If so, points standard output at `/dev/null`, so that what is still buffered has somewhere
+    to go when Python flushes it at exit (instead of "Exception ignored ... BrokenPipeError").
+    """
+    try:
+        sys.stdout.flush()
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except BrokenPipeError:
+        gone = True
+    except (AttributeError, OSError, ValueError):  # No poll (Windows) or no file descriptor.
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return gone
 
 
 def user_errors():

@@ -4,15 +4,18 @@ run's directory where a model is expected."""
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from keras_transformer import cli
-from keras_transformer.cli.common import cli_spelling
+from keras_transformer import cli, engines
+from keras_transformer.cli.common import CLOSED_PIPE_STATUS, cli_spelling
 from keras_transformer.cli.export import run_translator
 from keras_transformer.cli.train import progress_mode
 from keras_transformer.training.config import ConfigError
-from tests.cli.helpers import run_main
+from tests.cli.helpers import Recorded, run_main
 
 pytestmark = pytest.mark.one_backend  # Argument handling only.
 
@@ -91,3 +94,43 @@ def test_train_help_shows_verbose_as_a_flag(capsys):
     help_text = capsys.readouterr().out
     assert "[--verbose]" in help_text and "\n  --verbose  " in help_text
     assert "[]" not in help_text and "CONFIG" in help_text
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_closed_pipe_ends_the_command_quietly(unbuffered):
+    """Issue 39: `train --print-config | head` ended with "[Errno 32] Broken pipe" (status 2),
+    `--help | head` with Python's "Exception ignored" (status 120). The reader is gone before
+    the command writes: the pipe's read end is closed first. `TF_CPP_MIN_LOG_LEVEL=0` keeps
+    TensorFlow unloaded (seconds)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    for argv, expected in ((["train", "--print-config"], CLOSED_PIPE_STATUS), (["--help"], 0)):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "keras_transformer.cli", *argv],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        finally:
+            os.close(write)
+        assert (result.returncode, result.stderr) == (expected, ""), argv
+
+
+def test_translate_into_a_closed_pipe_stops_quietly(capsysbinary, monkeypatch):
+    """Issue 39: every subcommand that prints (here `translate`) stops at a closed pipe without
+    an error."""
+    monkeypatch.setattr(engines, "load_translator", lambda path, engine: Recorded())
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        status = cli.main(["translate", "--model", "any", "hola", "adiós"])
+        monkeypatch.undo()
+    assert status == CLOSED_PIPE_STATUS
+    assert capsysbinary.readouterr().err == b""
