@@ -4,7 +4,9 @@ Every write goes to a temporary name in the destination's directory (`.tmp-...`)
 to disk, and is then renamed over the destination with `os.replace`, which POSIX makes atomic:
 a reader sees the old file or the new one, never a mix. Temporary names never match the
 names that loaders look for, and `remove_temporaries` clears the ones a killed writer left
-(after putting back a directory that a killed swap left aside, see `atomic_directory`).
+(after putting back a directory that a killed swap left aside, see `atomic_directory`). A
+temporary's name carries its writer's process ID (`.tmp-TOKEN.PID-NAME`): the next writer of
+`NAME` removes those of writers that are gone (`remove_stale_temporaries`).
 
 Every step that makes something durable (a file written, a rename) passes through one
 fault-injection point: with the environment variable `KERAS_TRANSFORMER_KILL_AFTER=N`, the
@@ -27,9 +29,12 @@ import sys
 import uuid
 
 TEMPORARY_PREFIX = ".tmp-"
-# `atomic_directory`'s name for the old directory while it is swapped without an exchange
-# (the name 0.2.0 also used): `.tmp-old-TOKEN-NAME`.
-_OLD_PATTERN = re.compile(r"^\.tmp-old-[0-9a-f]{8}-(.+)$")
+# `atomic_directory`'s name for the old directory while it is swapped without an exchange:
+# `.tmp-old-TOKEN.PID-NAME` (0.2.0, and this package before it named the PID, wrote
+# `.tmp-old-TOKEN-NAME`).
+_OLD_PATTERN = re.compile(r"^\.tmp-old-[0-9a-f]{8}(?:\.[0-9]+)?-(.+)$")
+# Any temporary of `atomic_path` or `atomic_directory` that names its writer's process ID.
+_WRITER_PATTERN = re.compile(r"^\.tmp-(?:old-)?[0-9a-f]{8}\.([0-9]+)-(.+)$")
 KILL_AFTER_VARIABLE = "KERAS_TRANSFORMER_KILL_AFTER"
 # Use Linux's atomic exchange of two directories where the system has it; `False` swaps with
 # two renames (and recovery on the next start), as on other systems.
@@ -85,7 +90,8 @@ def atomic_path(path):
     path = os.path.abspath(os.fspath(path))
     directory, name = os.path.split(path)
     os.makedirs(directory, exist_ok=True)
-    temporary = os.path.join(directory, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex[:8]}-{name}")
+    remove_stale_temporaries(path)
+    temporary = os.path.join(directory, _temporary_name(name))
     try:
         yield temporary
         _fsync_file(temporary)
@@ -109,7 +115,9 @@ def atomic_directory(path):
     the new one renamed into place, and the old one deleted; a kill between the two renames
     leaves no `path`, and the next writer (`recover_directory`, `remove_temporaries`) puts
     the old one back before it deletes any temporary. On an exception the temporary
-    directory is removed and the old one stays (or is put back).
+    directory is removed and the old one stays (or is put back). A kill after the swap
+    leaves the old directory under its temporary name: the next writer of `path` removes
+    it (`remove_stale_temporaries`).
 
     Args:
         path: str or `os.PathLike`. The destination directory.
@@ -121,9 +129,9 @@ def atomic_directory(path):
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     recover_directory(path)
-    token = uuid.uuid4().hex[:8]
-    temporary = os.path.join(parent, f"{TEMPORARY_PREFIX}{token}-{name}")
-    old = os.path.join(parent, f"{TEMPORARY_PREFIX}old-{token}-{name}")
+    remove_stale_temporaries(path)
+    temporary = os.path.join(parent, _temporary_name(name))
+    old = os.path.join(parent, _temporary_name(name, "old-"))
     try:
         yield temporary
         for root, _, files in os.walk(temporary):
@@ -151,6 +159,49 @@ def atomic_directory(path):
         for leftover in (temporary, old):
             if os.path.lexists(leftover):
                 _remove(leftover)
+
+
+def _temporary_name(name, kind=""):
+    """`.tmp-[old-]TOKEN.PID-NAME`: a fresh temporary name for `name`, naming this process."""
+    return f"{TEMPORARY_PREFIX}{kind}{uuid.uuid4().hex[:8]}.{os.getpid()}-{name}"
+
+
+def remove_stale_temporaries(path):
+    """Removes the temporaries of `path` (`.tmp-TOKEN.PID-NAME`, `.tmp-old-TOKEN.PID-NAME`
+    beside it) whose writer is gone: a writer killed while it wrote, or right after its
+    swap (the old directory, under its temporary name). A temporary whose writer still runs
+    (its PID names a live process) is kept, and so is one whose name carries no PID (an
+    older version's, whose writer cannot be told). `atomic_path` and `atomic_directory`
+    call it before they write `path` (after `recover_directory`).
+
+    Returns:
+        int, the number of entries removed.
+    """
+    parent, name = os.path.split(os.path.abspath(os.fspath(path)))
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        match = _WRITER_PATTERN.match(entry)
+        if match and match.group(2) == name and not _process_alive(int(match.group(1))):
+            _remove(os.path.join(parent, entry))
+            removed += 1
+    return removed
+
+
+def _process_alive(pid):
+    """Whether `pid` may name a running process (when in doubt, it may)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):  # Another user's process; no such number.
+        return True
+    return True
 
 
 def exchange(first, second):

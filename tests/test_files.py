@@ -1,6 +1,8 @@
 """`keras_transformer.files`: atomic writes that never leave a partial file."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -61,6 +63,33 @@ def test_atomic_directory_temporaries_are_all_cleaned_and_the_old_one_put_back(
     assert len(seen) == 2 and all(name.startswith(".tmp-") for name in seen)
     assert os.listdir(tmp_path) == ["saved_model"]
     assert os.listdir(target) == ["old.pb"]
+
+
+def test_the_next_writer_removes_what_a_killed_writer_left_and_keeps_a_live_ones(tmp_path):
+    # Before: a writer killed right after its exchange left the old directory under
+    # `.tmp-TOKEN-best` for good.
+    writer = [
+        sys.executable,
+        os.path.join(os.path.dirname(__file__), "scripts", "reliability_writer.py"),
+    ]
+    subprocess.run([*writer, "directory", str(tmp_path), "1"], check=True)
+    killed = {**os.environ, files.KILL_AFTER_VARIABLE: "2"}  # the exchange's step
+    assert subprocess.run([*writer, "directory", str(tmp_path), "2"], env=killed).returncode == 137
+    if not (tmp_path / "best").is_dir():
+        pytest.skip("no RENAME_EXCHANGE on this file system (the next writer puts it back)")
+    (leftover,) = [name for name in os.listdir(tmp_path) if name.startswith(".tmp-")]
+    assert (tmp_path / leftover / "config.json").read_text() == "1"
+    dead = leftover.split("-")[1].split(".")[1]
+    (tmp_path / f".tmp-0123abcd.{dead}-state.json").write_text("half")
+    # A live writer's temporaries (the parent of this process), and an older version's (no
+    # PID: its writer cannot be told), are kept.
+    kept = [f".tmp-0123abcd.{os.getppid()}-best", ".tmp-0123abcd-best"]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    with atomic_directory(tmp_path / "best") as temporary:
+        os.makedirs(temporary)
+    files.write_json(tmp_path / "state.json", {})
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, "best", "state.json"])
 
 
 @pytest.mark.parametrize("plant", ["symlink", "hardlink", "fifo"])
