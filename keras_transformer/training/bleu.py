@@ -7,6 +7,7 @@ import time
 import keras
 
 from keras_transformer._checks import check_int
+from keras_transformer.training.scores import SCORE_DECIMALS
 from keras_transformer.training.state import sync_model_state
 from keras_transformer.training.tensorboard import create_writer, write_scalar
 
@@ -25,11 +26,11 @@ def corpus_bleu(hypotheses, references):
         references: list of str, one reference per hypothesis.
 
     Returns:
-        float.
+        float, with 4 decimals.
 
     Example:
 
-    >>> round(corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"]), 2)
+    >>> corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"])
     100.0
     """
     import sacrebleu  # An optional dependency (the `training` extra): loaded when scoring.
@@ -40,7 +41,7 @@ def corpus_bleu(hypotheses, references):
             "`hypotheses` and `references` must have the same length. Received: "
             f"{len(hypotheses)} hypotheses and {len(references)} references"
         )
-    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    return round(float(sacrebleu.corpus_bleu(hypotheses, [references]).score), SCORE_DECIMALS)
 
 
 def exact_match(hypotheses, references):

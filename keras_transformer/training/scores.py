@@ -15,6 +15,9 @@ from keras_transformer._checks import check_int
 
 # The metrics, in sacreBLEU's names (`-m`), and the key of each in a result.
 METRICS = ("bleu", "chrf", "ter")
+# Decimals of the scores (0-100) in results: sacreBLEU's floats carry rounding noise (a perfect
+# BLEU of four words is 100.00000000000004), which would otherwise land in metrics.json.
+SCORE_DECIMALS = 4
 
 
 def score_corpus(hypotheses, references, metrics=METRICS):
@@ -28,9 +31,9 @@ def score_corpus(hypotheses, references, metrics=METRICS):
 
     Returns:
         dict `{metric: {"name", "score", "signature", "verbose_score"}}`: the score on a
-        0-100 scale (BLEU, chrF: higher is better; TER: lower is better), sacreBLEU's
-        signature (e.g. `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0`) and its
-        detail line (BLEU's n-gram precisions and brevity penalty).
+        0-100 scale with 4 decimals (BLEU, chrF: higher is better; TER: lower is better),
+        sacreBLEU's signature (e.g. `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0`)
+        and its detail line (BLEU's n-gram precisions and brevity penalty).
 
     Example:
 
@@ -100,14 +103,14 @@ def paired_bootstrap(hypotheses, baseline, references, metrics=METRICS, num_samp
             "name": name,
             "signature": signatures[name].format(),
             "baseline": {
-                "score": float(base.score),
-                "mean": _float(base.mean),
-                "ci": _float(base.ci),
+                "score": _score(base.score),
+                "mean": _score(base.mean),
+                "ci": _score(base.ci),
             },
             "system": {
-                "score": float(system.score),
-                "mean": _float(system.mean),
-                "ci": _float(system.ci),
+                "score": _score(system.score),
+                "mean": _score(system.mean),
+                "ci": _score(system.ci),
                 "p_value": _float(system.p_value),
             },
         }
@@ -147,7 +150,7 @@ def _result(score, signature):
     detail = json.loads(score.format(signature=signature, is_json=True))
     return {
         "name": score.name,
-        "score": float(score.score),
+        "score": _score(score.score),
         "signature": signature,
         "verbose_score": detail.get("verbose_score", ""),
     }
@@ -155,3 +158,8 @@ def _result(score, signature):
 
 def _float(value):
     return None if value is None else float(value)
+
+
+def _score(value):
+    """A score (0-100) as results hold it: `SCORE_DECIMALS` decimals, `None` kept."""
+    return None if value is None else round(float(value), SCORE_DECIMALS)
