@@ -1,5 +1,5 @@
-"""`keras-transformer export`: a saved Translator as a TensorFlow SavedModel or a CTranslate2
-model directory (`keras_transformer.export`)."""
+"""`keras-transformer export`: a saved Translator as a TensorFlow SavedModel, a CTranslate2
+model directory or a Hugging Face MarianMTModel directory (`keras_transformer.export`)."""
 
 import argparse
 import os
@@ -30,12 +30,16 @@ def add_export_parser(subparsers):
     parser = subparsers.add_parser(
         "export",
         help="export a saved Translator (.keras, preset or run directory) as a TensorFlow "
-        "SavedModel serving strings, or as a CTranslate2 model (--format ctranslate2)",
+        "SavedModel serving strings, a CTranslate2 model (--format ctranslate2) or a Hugging "
+        "Face MarianMTModel (--format marian)",
         description=(
             "Exports the Translator saved in TRANSLATOR (a .keras file, a preset directory or "
-            "a training run's directory, from any backend) as a TensorFlow SavedModel (or, "
-            "with --format ctranslate2, a CTranslate2 model) in OUTPUT. The export runs on the TensorFlow backend: under "
-            "another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow subprocess."
+            "a training run's directory, from any backend) as a TensorFlow SavedModel in "
+            "OUTPUT; with --format ctranslate2, as a CTranslate2 model, and with --format "
+            "marian, as a Hugging Face MarianMTModel directory (for transformers' "
+            "MarianMTModel and MarianTokenizer). The SavedModel export runs on the TensorFlow "
+            "backend: under another KERAS_BACKEND it runs in a KERAS_BACKEND=tensorflow "
+            "subprocess."
         ),
     )
     parser.add_argument(

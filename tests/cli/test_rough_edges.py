@@ -134,3 +134,12 @@ def test_translate_into_a_closed_pipe_stops_quietly(capsysbinary, monkeypatch):
         monkeypatch.undo()
     assert status == CLOSED_PIPE_STATUS
     assert capsysbinary.readouterr().err == b""
+
+
+def test_export_help_names_every_format(capsys):
+    """Issue 39: `export --help` (and the list of commands) named --format ctranslate2 only."""
+    for argv in (["export", "--help"], ["--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        help_text = " ".join(capsys.readouterr().out.split())
+        assert "--format ctranslate2" in help_text and "--format marian" in help_text
