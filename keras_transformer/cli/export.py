@@ -16,6 +16,7 @@ from keras_transformer.cli.common import (
 # The Python names of the options, as errors of the exporters spell them.
 EXPORT_OPTIONS = {
     "overwrite": "--overwrite",
+    "output": "OUTPUT",
     "version": "--version",
     "beam_size": "--beam-size",
     "num_hypotheses": "--num-hypotheses",

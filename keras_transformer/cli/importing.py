@@ -4,7 +4,21 @@
 import argparse
 import sys
 
-from keras_transformer.cli.common import PROGRAM, add_common_arguments, positive_int, print_error
+from keras_transformer.cli.common import (
+    PROGRAM,
+    add_common_arguments,
+    cli_spelling,
+    positive_int,
+    print_error,
+)
+
+# The Python names of the arguments, as errors of the importer spell them.
+IMPORT_OPTIONS = {
+    "overwrite": "--overwrite",
+    "output": "OUT",
+    "max_source_length": "--max-source-length",
+    "sinusoid_frequencies": "--sinusoid-frequencies",
+}
 
 
 def add_import_parser(subparsers):
@@ -58,7 +72,7 @@ def run_import(args):
             sinusoid_frequencies=args.sinusoid_frequencies,
         )
     except ValueError as error:
-        print_error(f"cannot import {args.source!r}: " + " ".join(str(error).split()))
+        print_error(f"cannot import {args.source!r}: " + cli_spelling(str(error), IMPORT_OPTIONS))
         return 2
     print(f"{PROGRAM}: wrote {args.output}", file=sys.stderr)
     return 0

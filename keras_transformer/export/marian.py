@@ -188,7 +188,7 @@ def import_marian(
         output = os.fspath(output)
         if os.path.exists(output) and not overwrite:
             raise ValueError(
-                f"`output` exists; pass overwrite=True (--overwrite) to replace it. "
+                f"`output` exists; pass `overwrite=True` to replace it. "
                 f"Received: output={output!r}"
             )
         translator.save_to_preset(output)
@@ -672,7 +672,7 @@ def export_marian(translator, output, overwrite=False):
     output = os.fspath(output)
     if os.path.exists(output) and not overwrite:
         raise ValueError(
-            f"`output` exists; pass overwrite=True to replace it. Received: output={output!r}"
+            f"`output` exists; pass `overwrite=True` to replace it. Received: output={output!r}"
         )
     d_model = model.d_model
     # Our residual dimensions in Marian's order: sines (our even dimensions) first.
@@ -725,7 +725,6 @@ def export_marian(translator, output, overwrite=False):
         "forced_eos_token_id": 2,
         "bad_words_ids": [[1]],
         "num_beams": translator.beam_size,
-        "max_length": 512,
         "is_encoder_decoder": True,
     }
     generation = {
@@ -737,9 +736,12 @@ def export_marian(translator, output, overwrite=False):
             "forced_eos_token_id",
             "bad_words_ids",
             "num_beams",
-            "max_length",
         )
     }
+    # The length limit as `max_new_tokens` (the decoder start and the new tokens fill the
+    # positions): a `max_length` here (OPUS-MT's 512) makes transformers warn on every
+    # `generate(max_new_tokens=N)`, and none at all stops `generate()` at 20 tokens.
+    generation["max_new_tokens"] = config["max_position_embeddings"] - 1
     with atomic_directory(output) as temporary:
         os.makedirs(temporary)
         save_file(

@@ -9,8 +9,10 @@ on every backend, and generate its greedy and beam outputs.
 """
 
 import json
+import logging
 import os
 import random
+import warnings
 
 import keras
 import numpy as np
@@ -363,7 +365,12 @@ def test_import_command(marian_directory, tmp_path, capsys):
     assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 0
     assert (output / "config.json").is_file()
     assert cli.main(["import", "--from", "marian", str(marian_directory), str(output)]) == 2
-    assert "exists" in capsys.readouterr().err
+    # Issue 39: each side names its own spelling (it said "pass overwrite=True (--overwrite)").
+    error = capsys.readouterr().err
+    assert f"OUT exists; pass --overwrite to replace it. Received: OUT {str(output)!r}" in error
+    with pytest.raises(ValueError, match="`output` exists; pass `overwrite=True` to") as caught:
+        import_marian(marian_directory, output)
+    assert "--overwrite" not in str(caught.value)
     assert (
         cli.main(["import", "--from", "marian", str(tmp_path / "none"), str(tmp_path / "x")]) == 2
     )
@@ -377,23 +384,52 @@ def test_import_command(marian_directory, tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.one_backend
-def test_export_back_to_transformers(imported, tmp_path):
+def test_export_back_to_transformers(imported, tmp_path, capsys):
     from keras_transformer import cli
 
     translator, preset = imported
     output = tmp_path / "marian"
     assert cli.main(["export", str(preset), str(output), "--format", "marian"]) == 0
-    model = transformers.MarianMTModel.from_pretrained(output).eval()
-    tokenizer = transformers.MarianTokenizer.from_pretrained(output)
-    exported = _hf_generate((model, tokenizer), SOURCES, num_beams=1)
+    # Issue 39: `max_length: 512` made transformers warn on `generate(max_new_tokens=N)`.
+    logged = _TransformersLogs()
+    with logged, warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        model = transformers.MarianMTModel.from_pretrained(output).eval()
+        tokenizer = transformers.MarianTokenizer.from_pretrained(output)
+        exported = _hf_generate((model, tokenizer), SOURCES, num_beams=1)
+        with torch.no_grad():  # No length given: the model's own limit, not 20 tokens.
+            unbounded = model.generate(**tokenizer(SOURCES[:2], return_tensors="pt", padding=True))
+    messages = logged.messages + [str(warning.message) for warning in warned]
+    assert not [message for message in messages if "length" in message], messages
+    assert unbounded.shape[1] < 48
     ours = translator.translate(SOURCES, beam_size=1)
     assert [o.target_tokens for o in ours] == [e[0] for e in exported]
+    assert cli.main(["export", str(preset), str(output), "--format", "marian"]) == 2
+    assert "OUTPUT exists; pass --overwrite to replace it" in capsys.readouterr().err
     # ... and back again: the same weights.
     again = import_marian(output)
     for first, second in zip(translator.model.weights, again.model.weights, strict=True):
         np.testing.assert_array_equal(
             keras.ops.convert_to_numpy(first), keras.ops.convert_to_numpy(second)
         )
+
+
+class _TransformersLogs(logging.Handler):
+    """Collects what transformers logs (its logger does not propagate to the root)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+    def __enter__(self):
+        logging.getLogger("transformers").addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        logging.getLogger("transformers").removeHandler(self)
 
 
 @pytest.mark.one_backend
