@@ -232,3 +232,12 @@ def test_the_layering_check_finds_each_kind_of_problem(tmp_path):
     assert (
         counts["cycles"] == counts["upward imports"] == counts["private cross-module imports"] == 1
     )
+
+
+def test_the_dev_extra_runs_the_notebooks_as_users_do():
+    """Issue 39: `make install` (the `dev` extra) had nbmake (`make notebooks`) but not
+    nbconvert, what users run: `jupyter nbconvert --to notebook --execute`."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as file:
+        dev = tomllib.load(file)["project"]["optional-dependencies"]["dev"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", requirement).group().lower() for requirement in dev}
+    assert {"nbmake", "nbconvert", "ipykernel"} <= names
