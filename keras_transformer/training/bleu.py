@@ -26,7 +26,7 @@ def corpus_bleu(hypotheses, references):
         references: list of str, one reference per hypothesis.
 
     Returns:
-        float, with 4 decimals.
+        float, with 6 decimals.
 
     Example:
 

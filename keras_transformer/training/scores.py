@@ -15,9 +15,10 @@ from keras_transformer._checks import check_int
 
 # The metrics, in sacreBLEU's names (`-m`), and the key of each in a result.
 METRICS = ("bleu", "chrf", "ter")
-# Decimals of the scores (0-100) in results: sacreBLEU's floats carry rounding noise (a perfect
-# BLEU of four words is 100.00000000000004), which would otherwise land in metrics.json.
-SCORE_DECIMALS = 4
+# Decimals of the scores (0-100) in results, as sacreBLEU's JSON gives them with `-w 6`: its
+# floats carry rounding noise (a perfect BLEU of four words is 100.00000000000004), which would
+# otherwise land in metrics.json.
+SCORE_DECIMALS = 6
 
 
 def score_corpus(hypotheses, references, metrics=METRICS):
@@ -31,7 +32,7 @@ def score_corpus(hypotheses, references, metrics=METRICS):
 
     Returns:
         dict `{metric: {"name", "score", "signature", "verbose_score"}}`: the score on a
-        0-100 scale with 4 decimals (BLEU, chrF: higher is better; TER: lower is better),
+        0-100 scale with 6 decimals (BLEU, chrF: higher is better; TER: lower is better),
         sacreBLEU's signature (e.g. `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0`)
         and its detail line (BLEU's n-gram precisions and brevity penalty).
 
