@@ -49,6 +49,7 @@ from keras_transformer.translation import (
     run_scoring,
     run_translation,
     sampling_options,
+    search_beam_size,
 )
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
@@ -195,7 +196,7 @@ def check_options(
     if hasattr(translator, "check_search_options"):  # A Translator: the memory bound too.
         translator.check_search_options(beam_size, None, num_hypotheses, sampling, seed)
         return
-    beam_size = translator.beam_size if beam_size is None else beam_size
+    beam_size = search_beam_size(beam_size, translator.beam_size, sampling)
     check_search_options(beam_size, translator.alpha, num_hypotheses, sampling, seed)
     if hasattr(translator, "check_decoding_memory"):  # CTranslate2: the memory bound too.
         translator.check_decoding_memory(beam_size)
@@ -492,7 +493,7 @@ class CTranslate2Translator:
         Args:
             sentences: a `str` (or `bytes`), or a list of them.
             beam_size: int. Overrides `self.beam_size`; `1` runs greedy search.
-                Defaults to `None`.
+                Defaults to `None`: `self.beam_size`, or `1` when a sampling option is given.
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses, best first. Defaults to `None`: the best only.
@@ -505,7 +506,9 @@ class CTranslate2Translator:
                 one worker thread whose generator `ctranslate2.set_random_seed(seed)` seeds
                 (CTranslate2 seeds each thread's generator once, when it first draws): the
                 same call gives the same samples, which are not the Keras engine's for that
-                seed (another generator). Loading costs a model load per call.
+                seed (another generator). As on the Keras engine, a sentence's sample
+                depends on the sentences translated beside it. Loading costs a model load
+                per call.
             alignments: bool. As in `Translator.translate`, from CTranslate2's
                 `return_attention` (the last layer's cross-attention averaged over its heads,
                 as exported). Defaults to `False`.
@@ -514,9 +517,9 @@ class CTranslate2Translator:
             As `keras_transformer.Translator.translate`: a `Translation` (a list of `n` with
             `num_hypotheses=n`) per sentence, a list of them for a list.
         """
-        beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
         sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
+        beam_size = search_beam_size(beam_size, self.beam_size, sampling)
         check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
         self.check_decoding_memory(beam_size)
         sampler = None if sampling is None else self._sampler(seed)

@@ -90,6 +90,15 @@ def sampling_options(sampling_topk=None, sampling_topp=None, sampling_temperatur
     )
 
 
+def search_beam_size(beam_size, default, sampling=None):
+    """The beam size of a `translate` call (every engine, and the command line): `beam_size`
+    when given, else `1` when it samples (sampling draws one token at a time), else the
+    engine's `default`."""
+    if beam_size is not None:
+        return beam_size
+    return 1 if sampling is not None else default
+
+
 def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0):
     """Checks the search options of a `translate` call (any engine)."""
     check_positive_int("beam_size", beam_size)
@@ -98,7 +107,8 @@ def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0
         if beam_size != 1:
             raise ValueError(
                 "Sampling (`sampling_topk`, `sampling_topp`, `sampling_temperature`) draws one "
-                f"token at a time: it needs beam_size=1. Received: beam_size={beam_size}"
+                "token at a time: it runs with beam_size=1 (the default when sampling). "
+                f"Received: beam_size={beam_size}"
             )
         check_int("seed", seed, minimum=0)
         if seed >= 2**31:

@@ -32,6 +32,7 @@ from keras_transformer.translation import (
     run_scoring,
     run_translation,
     sampling_options,
+    search_beam_size,
 )
 
 # The file a training run (and its `best/`) writes the Translator to.
@@ -183,7 +184,8 @@ class Translator(keras.Model):
 
         Args:
             sentences: a `str` (or `bytes`), or a list / NumPy array of them.
-            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search. Defaults to `None`.
+            beam_size: int. Overrides `self.beam_size`; `1` runs greedy search. Defaults to
+                `None`: `self.beam_size`, or `1` when a sampling option is given.
             alpha: float. Overrides `self.alpha`. Defaults to `None`.
             num_hypotheses: int, `1 <= num_hypotheses <= beam_size`. Return the n best
                 hypotheses of the beam search, best first. Defaults to `None`: the best only.
@@ -194,14 +196,18 @@ class Translator(keras.Model):
                 for none): each translation starts with these target word pieces (forced
                 inside the compiled search) and continues from them. Defaults to `None`.
             sampling_topk: int `>= 0`. Sample each token from the K most probable (`0`: the
-                whole vocabulary; `1`: greedy). Any sampling option turns sampling on; it
-                needs `beam_size=1`. Defaults to `None`.
+                whole vocabulary; `1`: greedy). Any sampling option turns sampling on, with
+                `beam_size` 1 unless given (a `beam_size` above 1 is refused), as the command
+                line does. Defaults to `None`.
             sampling_topp: float in `(0, 1]`. Sample from the smallest set of most probable
                 tokens whose probabilities reach P (nucleus). Defaults to `None` (1.0).
             sampling_temperature: float `> 0`. Divide the logits by T before sampling.
                 Defaults to `None` (1.0).
-            seed: int in `0 .. 2**31 - 1`. The seed of sampling: the same seed, sentences and
-                settings give the same samples (on one backend). Defaults to `0`.
+            seed: int in `0 .. 2**31 - 1`. The seed of sampling: the same seed, sentences (in
+                the same order) and settings, `batch_size` included, give the same samples
+                (on one backend). A sentence's sample depends on the sentences batched beside
+                it (each step draws for the whole batch, in its length order): translate it
+                with the same neighbours, or alone, to get its sample again. Defaults to `0`.
             alignments: bool. Fill `Translation.alignments` and `word_alignments`: each
                 target piece linked to the source piece with the highest cross-attention of
                 the last decoder layer, averaged over its heads (`translation.align`).
@@ -213,9 +219,9 @@ class Translator(keras.Model):
             (the first is the 1-best translation). A sentence without any token has the
             single hypothesis `""`.
         """
-        beam_size = self.beam_size if beam_size is None else beam_size
         alpha = self.alpha if alpha is None else alpha
         sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
+        beam_size = search_beam_size(beam_size, self.beam_size, sampling)
         self.check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
         search = functools.partial(
             _search, self, beam_size=beam_size, alpha=alpha, sampling=sampling, seed=seed
@@ -301,13 +307,13 @@ class Translator(keras.Model):
         meet. Every `translate` call checks its options here before the search.
 
         Args:
-            beam_size: int. Defaults to `None`: `self.beam_size`.
+            beam_size: int. Defaults to `None`: `self.beam_size` (`1` with `sampling`).
             alpha: float. Defaults to `None`: `self.alpha`.
             num_hypotheses: int. Defaults to `None`.
             sampling: dict of the sampling options (`translation.sampling_options`), or `None`.
             seed: int. The sampling seed. Defaults to `0`.
         """
-        beam_size = self.beam_size if beam_size is None else beam_size
+        beam_size = search_beam_size(beam_size, self.beam_size, sampling)
         alpha = self.alpha if alpha is None else alpha
         check_search_options(beam_size, alpha, num_hypotheses, sampling, seed)
         sizes = {

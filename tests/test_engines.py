@@ -8,6 +8,7 @@ and a model server's base path. The SavedModel engine runs on the `exported` fix
 
 import os
 import shutil
+import types
 
 import keras
 import pytest
@@ -81,6 +82,13 @@ def test_search_options_are_checked_against_the_engine(reference):
         engines.check_options(translator, None, 4)
     with pytest.raises(ValueError, match="Received: beam_size=0"):
         engines.check_options(translator, 0, None)
+    # A sampling option alone samples with beam size 1 on every engine (before: "needs
+    # beam_size=1"); a beam size above 1 with it is refused.
+    ctranslate2_like = types.SimpleNamespace(beam_size=4, alpha=0.6)  # no memory bound
+    for engine in (translator, ctranslate2_like):
+        engines.check_options(engine, sampling_topk=3)
+        with pytest.raises(ValueError, match=r"Received: beam_size=2"):
+            engines.check_options(engine, 2, sampling_topk=3)
 
 
 @pytest.mark.skipif(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import Transformer
-from keras_transformer.translation import Translation
+from keras_transformer.translation import Translation, sampling_options
 from keras_transformer.translator import Translator
 
 BACKEND = keras.backend.backend()
@@ -332,3 +332,15 @@ def test_n_best_lists_are_sorted_and_start_with_the_best(translator):
 def test_num_hypotheses_outside_one_to_beam_size_is_an_error(translator, beam_size, num_hypotheses):
     with pytest.raises(ValueError, match=f"num_hypotheses={num_hypotheses!r}"):
         translator.translate("uno", beam_size=beam_size, num_hypotheses=num_hypotheses)
+
+
+def test_a_sampling_option_alone_samples_with_beam_size_one(translator):
+    # Before: "needs beam_size=1" (the translator's beam size is 4), while the command line
+    # switched to beam size 1 by itself.
+    sentences = ["dos mil trescientos"]  # the shape test_translate_details_... compiled
+    sampled = translator.translate(sentences, sampling_topk=1, seed=1)  # top-k 1: greedy
+    greedy = translator.translate(sentences, beam_size=1)
+    assert [t.tokens for t in sampled] == [t.tokens for t in greedy]
+    translator.check_search_options(sampling=sampling_options(sampling_topk=5))
+    with pytest.raises(ValueError, match=r"beam_size=1 \(the default when sampling\)"):
+        translator.translate("uno", beam_size=4, sampling_topk=5)
