@@ -117,6 +117,13 @@ def add_serve_parser(subparsers):
         help="most sentences waiting per model (503 beyond; default: 1024)",
     )
     parser.add_argument(
+        "--engine-calls",
+        type=non_negative_int,
+        default=0,
+        help="engine calls run at once per model, each by its own thread (default: 0, the "
+        "model's: 2 for a compiled Keras search on 2 cores or more, else 1)",
+    )
+    parser.add_argument(
         "--batch-wait-ms",
         type=non_negative_float,
         default=0.0,
@@ -167,6 +174,7 @@ def run_serve(args):
         max_queue_sentences=args.max_queue_sentences,
         batch_wait=args.batch_wait_ms / 1000,
         cors_origins=tuple(args.cors_origin),
+        engine_calls=args.engine_calls,
     )
     models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
     try:

@@ -88,6 +88,8 @@ class Settings:
         batch_wait: float. Seconds to wait for more requests before a batch that is not full.
         cors_origins: tuple of str. Origins whose pages may call the API from a browser
             (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
+        engine_calls: int. Engine calls run at once per model; `0`: the model's
+            (`models.ServedModel.concurrent_calls`).
     """
 
     char_limit: int = 5000
@@ -100,6 +102,7 @@ class Settings:
     max_queue_sentences: int = 1024
     batch_wait: float = 0.0
     cors_origins: tuple = ()
+    engine_calls: int = 0
 
 
 class ServerState:
@@ -128,6 +131,7 @@ class ServerState:
                 max_wait=settings.batch_wait,
                 on_batch=self.metrics.batch_observer(name),
                 name=f"batcher {name}",
+                workers=settings.engine_calls or model.concurrent_calls(),
             )
             self.metrics.version.labels(name).set(-1 if model.version is None else model.version)
 

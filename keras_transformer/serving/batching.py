@@ -2,10 +2,12 @@
 are merged into one engine call, which cuts them into the engine's length buckets
 (`keras_transformer.translation.run_translation`).
 
-One `Batcher` per served model owns one thread and a bounded queue. While the engine runs a
-batch, new requests wait in the queue; when it is free, the thread takes the oldest waiting
-request and every later one with the same `SearchOptions`, up to `max_batch_sentences`
-sentences, and translates them in one call. A full queue refuses a request at once
+One `Batcher` per served model owns a bounded queue and `workers` threads, each running one
+engine call at a time. While the engines run, new requests wait in the queue; a free thread
+takes the oldest waiting request and every later one with the same `SearchOptions`, up to
+`max_batch_sentences` sentences, and translates them in one call. Two threads keep two cores
+busy with a compiled search (XLA, `jax.jit`: about one core each), as the `Translator` does
+with the batches of one call (`concurrent_batches`). A full queue refuses a request at once
 (`QueueFull`, the server's 503), and a request whose caller stopped waiting (its time limit)
 is skipped if it has not started. Pure Python: the engine call is handed in.
 """
@@ -92,7 +94,8 @@ class Batcher:
             requests that arrive meanwhile make up the next batch.
         on_batch: callable `(sentences, jobs, seconds)` called after each batch (metrics).
             Defaults to `None`.
-        name: str. The thread's name. Defaults to `"batcher"`.
+        name: str. The threads' name. Defaults to `"batcher"`.
+        workers: int. Engine calls run at once, each by its own thread. Defaults to `1`.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class Batcher:
         max_wait=0.0,
         on_batch=None,
         name="batcher",
+        workers=1,
     ):
         self.translate = translate
         self.max_batch_sentences = max_batch_sentences
@@ -113,8 +117,12 @@ class Batcher:
         self._queued_sentences = 0
         self._closing = False
         self._condition = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name} {number}", daemon=True)
+            for number in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def depth(self):
@@ -137,11 +145,12 @@ class Batcher:
         return job.future
 
     def close(self, timeout=None):
-        """Takes no new job, answers the queued ones, then stops the thread."""
+        """Takes no new job, answers the queued ones, then stops the threads."""
         with self._condition:
             self._closing = True
-            self._condition.notify()
-        self._thread.join(timeout)
+            self._condition.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
 
     def _run(self):
         while True:

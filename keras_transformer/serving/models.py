@@ -203,6 +203,19 @@ class ServedModel:
         self.warm = True
         return calls
 
+    def concurrent_calls(self):
+        """How many engine calls the server runs at once for this model: a Keras
+        `Translator`'s `concurrent_batches` (by default 2 for a compiled search on a machine of
+        2 cores or more: each keeps about one core busy), 1 for an eager search (PyTorch's
+        already uses every core), for CTranslate2 (its threads already share a call) and for
+        a SavedModel."""
+        engine = self.engine
+        if hasattr(engine, "concurrent_batches"):
+            from keras_transformer._backend import concurrent_searches
+
+            return engine.concurrent_batches or concurrent_searches(engine.jit_compile)
+        return 1
+
     def check_options(self, options):
         """Raises a `ValueError` naming the option unless the engine can run that search."""
         check_options(

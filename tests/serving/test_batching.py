@@ -155,3 +155,22 @@ def test_search_options_arguments_leave_unset_options_out():
         "num_hypotheses": 2,
     }
     assert SearchOptions(sampling_topk=5, seed=3).arguments() == {"sampling_topk": 5, "seed": 3}
+
+
+def test_two_workers_run_two_batches_at_once():
+    running, release = threading.Semaphore(0), threading.Event()
+    batches = []
+
+    def translate(sentences, prefixes, options):
+        batches.append(sentences)
+        running.release()
+        release.wait(10)
+        return sentences
+
+    batcher = Batcher(translate, max_batch_sentences=2, workers=2)
+    futures = [batcher.submit(Job([text], None, SearchOptions())) for text in "abcde"]
+    assert running.acquire(timeout=5) and running.acquire(timeout=5)  # Two calls at once.
+    release.set()
+    assert [future.result(5) for future in futures] == [[text] for text in "abcde"]
+    assert sorted(map(len, batches)) in ([1, 2, 2], [1, 1, 1, 2], [1, 1, 1, 1, 1])
+    batcher.close(5)
