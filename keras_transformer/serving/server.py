@@ -28,7 +28,10 @@ class ServeError(Exception):
 def bind(host, port):
     """A listening TCP socket on `host:port` (`port` 0: any free one)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on the accepted connections only for
+    # such a socket. With protocol 0, Nagle's algorithm held each answer until the client's
+    # delayed acknowledgement: about 40 ms per request (GET /health/live 44 ms -> 0.5 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
