@@ -18,6 +18,9 @@ import re
 import threading
 import time
 
+import keras
+
+from keras_transformer._backend import concurrent_searches
 from keras_transformer.engines import SavedModelTranslator, check_options, load_translator
 from keras_transformer.export.saved_model import (
     INPUT_NAME,
@@ -159,8 +162,6 @@ def _compiles_shapes(engine):
     `jit_compile` (`jax.jit`); not PyTorch's eager search, nor CTranslate2."""
     if not hasattr(engine, "generator"):  # CTranslate2: nothing to compile.
         return False
-    import keras
-
     backend = keras.backend.backend()
     return backend == "tensorflow" or (backend == "jax" and engine.jit_compile)
 
@@ -211,8 +212,6 @@ class ServedModel:
         a SavedModel."""
         engine = self.engine
         if hasattr(engine, "concurrent_batches"):
-            from keras_transformer._backend import concurrent_searches
-
             return engine.concurrent_batches or concurrent_searches(engine.jit_compile)
         return 1
 
