@@ -5,7 +5,9 @@ Two models, built into `--work` (reused when already there):
 
 - `number`: the number-words translator of the tests (`tests/export_helpers.py`'s
   `train_number_translator` recipe, copied here with 256 held-out test pairs instead of 100;
-  `number.keras`). Sentences: the 256 held-out number sentences.
+  `number.keras`; `--number-jit-compile`: the same translator searching with XLA,
+  `number_xla.keras`, as translators written by `train` do). Sentences: the 256 held-out
+  number sentences.
 - `opus`: an OPUS-MT-sized random import: a random Hugging Face `MarianMTModel` (d_model 512,
   6 + 6 layers, 8 heads, ffn 2048, swish, `num_beams` 4) over one SentencePiece unigram model
   trained on the Spanish and English Bible text (`sword_bible().train`; `--opus-pieces`,
@@ -72,10 +74,21 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # --- The models --------------------------------------------------------------------------
 
 
-def build_number(work):
+def build_number(work, jit_compile=False):
     """`(path of number.keras, 256 held-out sentences)`: `train_number_translator`'s recipe
-    (tests/export_helpers.py), with 256 test pairs."""
+    (tests/export_helpers.py), with 256 test pairs; with `jit_compile`, the same translator
+    searching with XLA (`number_xla.keras`), as a translator written by `train` does."""
     path = os.path.join(work, "number.keras")
+    if jit_compile:
+        path, sentences = build_number(work)
+        xla_path = os.path.join(work, "number_xla.keras")
+        if not os.path.exists(xla_path):
+            from keras_transformer.translator import Translator
+
+            translator = Translator.load(path)
+            translator.jit_compile = True
+            translator.save(xla_path)
+        return xla_path, sentences
     sentences_path = os.path.join(work, "number_sentences.json")
     if os.path.exists(path) and os.path.exists(sentences_path):
         with open(sentences_path, encoding="utf-8") as file:
@@ -545,7 +558,7 @@ def parent(args):
     rows = []
     for name in args.models:
         if name == "number":
-            model_path, sentences = build_number(args.work)
+            model_path, sentences = build_number(args.work, args.number_jit_compile)
         else:
             model_path, sentences = build_opus(args.work, args.opus_pieces, args.opus_extra_length)
             with open(os.path.join(model_path, "translator.json"), encoding="utf-8") as file:
@@ -582,6 +595,12 @@ def main():
         "--opus-single", type=int, default=32, help="sentences of the 1-client opus round"
     )
     parser.add_argument("--omp-wait-policy", default="PASSIVE")
+    parser.add_argument(
+        "--number-jit-compile",
+        action="store_true",
+        help="the number translator searches with XLA (as `train` writes translators); by "
+        "default as the tests' (a tf.function graph without XLA)",
+    )
     parser.add_argument(
         "--results",
         default="serve_throughput",
