@@ -29,6 +29,7 @@ not recorded.
 import logging
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -149,18 +150,25 @@ def prepare_run(config, verbose="auto"):
     paths = RunPaths(os.path.abspath(config.output_dir))
     # The model and tokenizer files the configuration names, before anything is written.
     initial = fine_tune.check_run_inputs(config)
+    created = context.is_chief and not os.path.exists(paths.output_dir)
     if context.is_chief:
         # One run per output directory: the lock comes before anything there is touched, the
         # streamed corpus's keys files (`load_splits`) included (another run holding it:
         # `DirectoryLockedError`, an `OSError`, one line on the command line). The system
         # releases it when the process ends, however it ends.
         lock_directory(paths.output_dir)
-    splits = load_splits(
-        config.data,
-        work_dir=os.path.join(paths.output_dir, "corpus"),
-        seed=config.training.seed,
-        progress=report,
-    )
+    try:
+        splits = load_splits(
+            config.data,
+            work_dir=os.path.join(paths.output_dir, "corpus"),
+            seed=config.training.seed,
+            progress=report,
+        )
+    except BaseException:
+        if created:  # A corpus the run cannot use leaves no run directory behind.
+            unlock_directory(paths.output_dir)
+            shutil.rmtree(paths.output_dir, ignore_errors=True)
+        raise
     if context.is_chief:
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
