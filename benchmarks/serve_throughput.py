@@ -531,13 +531,9 @@ def write_results(args, rows):
         "| Ratio | p50 (ms) | p99 (ms) | CPU (s) | Same | Engine calls |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    table = "\n".join(header + [format_row(row) for row in rows]) + "\n"
-    print(table)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.results}.md"), "w", encoding="utf-8") as file:
-        file.write(table)
-    with open(os.path.join(RESULTS, f"{args.results}.json"), "w", encoding="utf-8") as file:
-        json.dump(rows, file, indent=1)
+    from translate_throughput import write_table  # benchmarks/ is on sys.path when run
+
+    write_table(args.results, header, rows, format_row)
 
 
 def parent(args):

@@ -276,12 +276,18 @@ def write_results(args, rows, num_sentences):
         "| Verses/s | Target tokens/s | Peak RSS (MiB) | BLEU | Same |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    write_table(args.results, header, rows, format_row)
+
+
+def write_table(name, header, rows, format_row):
+    """Prints the table (`header` lines, then a formatted line per row) and writes it to
+    `results/NAME.md`, and the rows to `results/NAME.json`."""
     table = "\n".join(header + [format_row(row) for row in rows]) + "\n"
     print(table)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.results}.md"), "w", encoding="utf-8") as file:
+    with open(os.path.join(RESULTS, f"{name}.md"), "w", encoding="utf-8") as file:
         file.write(table)
-    with open(os.path.join(RESULTS, f"{args.results}.json"), "w", encoding="utf-8") as file:
+    with open(os.path.join(RESULTS, f"{name}.json"), "w", encoding="utf-8") as file:
         json.dump(rows, file, indent=1)
 
 
