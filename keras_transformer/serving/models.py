@@ -217,16 +217,7 @@ class ServedModel:
 
     def check_options(self, options):
         """Raises a `ValueError` naming the option unless the engine can run that search."""
-        check_options(
-            self.engine,
-            options.beam_size,
-            options.num_hypotheses,
-            target_prefix=options.prefixed,
-            sampling_topk=options.sampling_topk,
-            sampling_topp=options.sampling_topp,
-            sampling_temperature=options.sampling_temperature,
-            seed=options.seed,
-        )
+        check_options(self.engine, target_prefix=options.prefixed, **options.arguments())
 
     def translate(self, sentences, prefixes, options):
         """The engine's results for one batch (`Batcher`'s `translate`): the engine being
