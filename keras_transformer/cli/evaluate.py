@@ -4,6 +4,7 @@ sacreBLEU's paired bootstrap resampling against another system.
 
 ```
 keras-transformer evaluate --model runs/demo --sources test.es --references test.en
+keras-transformer evaluate --run runs/demo
 keras-transformer evaluate --hypotheses mine.en --references test.en --compare baseline.en
 keras-transformer evaluate --hypotheses mine.en --references test.en --json
 ```
@@ -14,10 +15,16 @@ references are read as sacreBLEU's command line reads them (trailing whitespace 
 the figures and signatures are those of `sacrebleu REFERENCES -i HYPOTHESES -m bleu chrf
 ter` (and `sacrebleu REFERENCES -i BASELINE HYPOTHESES --paired-bs` for `--compare`), except
 that a leading byte order mark (which sacreBLEU scores as text) is removed.
+
+`--run DIR` scores a training run on its own test split: its translator (`translator.keras`,
+else its `preset/`) translates `DIR/test.src` and is scored against `DIR/test.ref`, the files
+`train` writes (`keras_transformer.training.run.write_held_out`), as `--model`, `--sources` and
+`--references` would.
 """
 
 import argparse
 import json
+import os
 import time
 
 from keras_transformer.cli.common import add_common_arguments, positive_int, print_error
@@ -34,8 +41,9 @@ def add_evaluate_parser(subparsers):
         description=(
             "Translates SOURCES with MODEL (any engine translate takes), or reads translations "
             "made already (--hypotheses), and scores them against the references with "
-            "sacreBLEU: BLEU, chrF and TER with their signatures. --compare runs sacreBLEU's "
-            "paired bootstrap resampling against another system's translations."
+            "sacreBLEU: BLEU, chrF and TER with their signatures. --run scores a training run "
+            "on its own test split. --compare runs sacreBLEU's paired bootstrap resampling "
+            "against another system's translations."
         ),
     )
     system = parser.add_mutually_exclusive_group(required=True)
@@ -45,6 +53,12 @@ def add_evaluate_parser(subparsers):
         "SavedModel or CTranslate2 directory, training run directory)",
     )
     system.add_argument("--hypotheses", metavar="FILE", help="translations to score, one per line")
+    system.add_argument(
+        "--run",
+        metavar="DIR",
+        help="a training run's output directory: its translator translates the run's own "
+        "test split (DIR/test.src), scored against DIR/test.ref",
+    )
     parser.add_argument(
         "--sources", metavar="FILE", help="with --model: the sentences to translate, one per line"
     )
@@ -52,8 +66,8 @@ def add_evaluate_parser(subparsers):
         "--references",
         metavar="FILE",
         nargs="+",
-        required=True,
-        help="reference translations, one per line; several files: several references each",
+        help="reference translations, one per line; several files: several references each "
+        "(required, except with --run)",
     )
     parser.add_argument(
         "--compare",
@@ -93,13 +107,20 @@ def add_evaluate_parser(subparsers):
     )
     add_common_arguments(parser, default=argparse.SUPPRESS)
     # Scoring translations made already needs no framework: TensorFlow is not imported.
-    parser.set_defaults(handler=run_evaluate, loads_framework=lambda args: args.model is not None)
+    parser.set_defaults(handler=run_evaluate, loads_framework=lambda args: args.hypotheses is None)
     return parser
 
 
 def run_evaluate(args):
     """Handler of `evaluate`: returns the exit status."""
     start = time.monotonic()
+    if args.run is not None:
+        status = _use_run(args)
+        if status:
+            return status
+    if args.references is None:
+        print_error("evaluate needs --references FILE (or --run DIR: a run's own test split)")
+        return 2
     if args.model is not None and args.sources is None:
         print_error("evaluate --model needs --sources FILE (the sentences to translate)")
         return 2
@@ -206,6 +227,47 @@ def _check_counts(option, path, lines, reference_paths, references):
                 f"has {len(reference_lines)}: they must have one line per sentence"
             )
             return 2
+    return 0
+
+
+def _use_run(args):
+    """`--run DIR`: the run's translator and test files become `--model`, `--sources` and
+    `--references`; returns the exit status (`0`, or `2` after printing an error)."""
+    for option, value in (("--sources", args.sources), ("--references", args.references)):
+        if value is not None:
+            print_error(
+                f"evaluate --run and {option} conflict: --run {args.run} scores the run's own "
+                "test split (its test.src and test.ref); give --run alone, or --model with "
+                "--sources and --references"
+            )
+            return 2
+    # The run's file names (loads Keras: the run is translated next anyway).
+    from keras_transformer.training.run import RunPaths
+
+    if not os.path.isdir(args.run):
+        print_error(f"evaluate --run {args.run}: no such directory")
+        return 2
+    paths = RunPaths(args.run)
+    sources, references = paths.held_out["test"]
+    missing = [os.path.basename(path) for path in (sources, references) if not os.path.isfile(path)]
+    if missing:
+        print_error(
+            f"evaluate --run {args.run}: the run has no test split files ({', '.join(missing)} "
+            f"missing in {args.run}): it was trained without a test split (data.num_test = 0) "
+            "or before runs wrote them; use --model with --sources and --references"
+        )
+        return 2
+    translator = next(
+        (path for path in (paths.translator, paths.preset) if os.path.exists(path)), None
+    )
+    if translator is None:
+        print_error(
+            f"evaluate --run {args.run}: the run has no translator ({paths.translator} or "
+            f"{paths.preset}/): a run saves it when training ends; run the same train "
+            "command again to finish it"
+        )
+        return 2
+    args.model, args.sources, args.references = translator, sources, [references]
     return 0
 
 

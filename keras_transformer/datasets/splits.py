@@ -1,9 +1,18 @@
-"""The container every built-in dataset returns, and a deterministic hash split."""
+"""The container every built-in dataset returns, a deterministic hash split, and the held-out
+pairs as text files."""
 
 import hashlib
+import re
 from typing import NamedTuple
 
 import numpy as np
+
+# The files a training run writes its held-out pairs to, in its output directory: one
+# sentence per line, UTF-8 (what `keras-transformer evaluate` and sacreBLEU read). The names
+# of WMT and fairseq (`valid`, `test`); `.src` / `.ref` say which side is which whatever the
+# languages.
+HELD_OUT_FILES = {"validation": ("valid.src", "valid.ref"), "test": ("test.src", "test.ref")}
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class _SplitsTuple(NamedTuple):
@@ -162,6 +171,36 @@ def split_pairs(pairs, num_validation=1000, num_test=1000, keys=None, salt="kera
             "num_shared_sources": num_shared_sources,
         },
     )
+
+
+def held_out_lines(pairs):
+    """The sources and the references of `pairs` as the text of two files, one sentence per
+    line (`HELD_OUT_FILES`).
+
+    A line break inside a sentence (`\\n`, `\\r`, `\\r\\n`: where a text file's reader splits
+    lines) would make it two lines and shift every line after it: it becomes one space, and the
+    sentences changed so are counted.
+
+    Args:
+        pairs: list of `(source, reference)` strings.
+
+    Returns:
+        `(sources, references, num_joined)`: two str, each with one `\\n`-ended line per pair,
+        and the number of sentences whose line breaks were replaced.
+
+    Example:
+
+    >>> held_out_lines([("uno", "one"), ("dos\\ny tres", "two")])
+    ('uno\\ndos y tres\\n', 'one\\ntwo\\n', 1)
+    """
+    joined = 0
+    columns = ([], [])
+    for pair in pairs:
+        for column, sentence in zip(columns, pair, strict=True):
+            line, count = _LINE_BREAK.subn(" ", sentence)
+            joined += count > 0
+            column.append(line + "\n")
+    return "".join(columns[0]), "".join(columns[1]), joined
 
 
 def _group(*columns):

@@ -51,8 +51,8 @@ def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
     Returns:
         dict: `test_bleu` and `test_chrf` (sacreBLEU corpus BLEU and chrF, with default
         settings), `test_signatures` (sacreBLEU's signature of each), `test_exact_match`
-        (fraction), `test_seconds`, and `test_examples` (the first 10
-        `(source, reference, hypothesis)`).
+        (fraction), `test_sentences` (the pairs scored), `test_seconds`, and `test_examples`
+        (the first 10 `(source, reference, hypothesis)`).
     """
     start = time.monotonic()
     sources = [source for source, _ in pairs]
@@ -66,6 +66,7 @@ def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
         "test_chrf": scores["chrf"]["score"],
         "test_signatures": {name: score["signature"] for name, score in scores.items()},
         "test_exact_match": exact_match(hypotheses, references),
+        "test_sentences": len(pairs),
         "test_seconds": round(time.monotonic() - start, 1),
         "test_examples": [
             {"source": s, "reference": r, "hypothesis": h}

@@ -1,9 +1,12 @@
-"""The records of a training run: its files (`RunPaths`), the state its phases hand on
-(`Run`, `FitOutcome`) and what `train` returns (`TrainingResult`)."""
+"""The records of a training run: its files (`RunPaths`), its held-out pairs as text files
+(`write_held_out`), the state its phases hand on (`Run`, `FitOutcome`) and what `train`
+returns (`TrainingResult`)."""
 
 import dataclasses
 import os
 
+from keras_transformer.datasets.splits import HELD_OUT_FILES, held_out_lines
+from keras_transformer.files import write_text
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.stages import RunStages
@@ -59,6 +62,79 @@ class RunPaths:
         self.stages = join(self.output_dir, "stages.json")
         self.best = join(self.output_dir, "best")
         self.best_record = join(self.output_dir, "best.json")
+        # Split name -> (sources, references): `valid.src`, `valid.ref`, `test.src`, `test.ref`.
+        self.held_out = {
+            split: tuple(join(self.output_dir, name) for name in names)
+            for split, names in HELD_OUT_FILES.items()
+        }
+
+
+def write_held_out(paths, splits):
+    """Writes the run's validation and test pairs to `paths.held_out` (`valid.src`,
+    `valid.ref`, `test.src`, `test.ref`): one sentence per line, UTF-8, each file atomically.
+
+    A file that already holds the same text is left alone, so a resumed run (whose splits are
+    the same) rewrites nothing; an empty split writes no files and removes those an earlier
+    run left under its names.
+
+    Args:
+        paths: the run's `RunPaths`.
+        splits: the run's `Splits`.
+
+    Returns:
+        dict, split name -> `{"pairs", "joined", "written"}`: the pairs in the files, the
+        sentences whose line breaks became spaces (`held_out_lines`), and whether any file
+        was written by this call.
+    """
+    counts = {}
+    for split, files in paths.held_out.items():
+        pairs = getattr(splits, split)
+        written = False
+        if not pairs:
+            for path in files:
+                if os.path.exists(path):
+                    os.remove(path)
+            counts[split] = {"pairs": 0, "joined": 0, "written": False}
+            continue
+        *texts, joined = held_out_lines(pairs)
+        for path, text in zip(files, texts, strict=True):
+            if _read_text(path) != text:
+                write_text(path, text)
+                written = True
+        counts[split] = {"pairs": len(pairs), "joined": joined, "written": written}
+    return counts
+
+
+def held_out_report(counts):
+    """The report line of `write_held_out`'s `counts`: every pair written is counted.
+
+    Example:
+
+    >>> held_out_report({"validation": {"pairs": 16, "joined": 1, "written": True},
+    ...                  "test": {"pairs": 0, "joined": 0, "written": False}})
+    'held-out files: valid.src, valid.ref (16 pairs; 1 sentence with line breaks, now spaces); no test split: no test files'
+    """
+    parts = []
+    for split, (source, reference) in HELD_OUT_FILES.items():
+        count = counts[split]
+        if not count["pairs"]:
+            parts.append(f"no {split} split: no {split} files")
+            continue
+        detail = f"{count['pairs']} pairs"
+        if count["joined"]:
+            plural = "s" if count["joined"] > 1 else ""
+            detail += f"; {count['joined']} sentence{plural} with line breaks, now spaces"
+        parts.append(f"{source}, {reference} ({detail})")
+    return "held-out files: " + "; ".join(parts)
+
+
+def _read_text(path):
+    """The text of `path`, or `None` if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            return file.read()
+    except (OSError, ValueError):
+        return None
 
 
 @dataclasses.dataclass

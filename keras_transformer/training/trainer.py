@@ -8,6 +8,8 @@ tokenizer.json          the shared vocabulary (WordPiece or SentencePiece) (reus
 backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
 checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
 logs/                   TensorBoard (train/ and validation/)
+valid.src, valid.ref    the validation pairs, one sentence per line (`training.run.write_held_out`)
+test.src, test.ref      the test pairs (`keras-transformer evaluate --run OUTPUT_DIR` scores them)
 model.weights.h5        the final (averaged) weights
 translator.keras        the Translator (model + tokenizer + beam search settings)
 preset/                 the same Translator as a preset directory (`Translator.from_preset`)
@@ -68,7 +70,14 @@ from keras_transformer.training.checkpoints import (
 )
 from keras_transformer.training.config import ConfigError, TrainingConfig, load_config
 from keras_transformer.training.evaluation import evaluate_translations
-from keras_transformer.training.run import FitOutcome, Run, RunPaths, TrainingResult
+from keras_transformer.training.run import (
+    FitOutcome,
+    Run,
+    RunPaths,
+    TrainingResult,
+    held_out_report,
+    write_held_out,
+)
 from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
@@ -178,6 +187,8 @@ def prepare_run(config, verbose="auto"):
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")
+    if context.is_chief:
+        report(held_out_report(write_held_out(paths, splits)))
     tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
         config, context, paths, report, splits, initial
     )

@@ -268,3 +268,38 @@ def test_scores_check_their_inputs():
     assert two["bleu"]["score"] == pytest.approx(100.0) and two["bleu"]["signature"].startswith(
         "nrefs:2|"
     )
+
+
+def test_run_errors_name_run_and_the_path(files, tmp_path, capsysbinary):
+    # `evaluate --run` on a real run: tests/training/test_run_files.py.
+    references, system, _ = files
+    run = tmp_path / "run"
+    run.mkdir()
+    untested = str(run)
+    for argv, message in [
+        (["--run", str(tmp_path / "missing")], f"evaluate --run {tmp_path / 'missing'}: no such directory"),
+        (
+            ["--run", untested],
+            f"evaluate --run {untested}: the run has no test split files (test.src, test.ref "
+            f"missing in {untested})",
+        ),
+        (
+            ["--run", untested, "--references", references],
+            f"evaluate --run and --references conflict: --run {untested} scores",
+        ),
+        (["--run", untested, "--sources", system], "evaluate --run and --sources conflict"),
+        (["--hypotheses", system], "evaluate needs --references FILE (or --run DIR"),
+    ]:
+        status, lines, errors = run_main(capsysbinary, ["evaluate", *argv])
+        assert status == 2 and lines == [], errors
+        assert errors.startswith("keras-transformer: error: ") and message in errors, errors
+        assert errors.count("\n") == 1
+    write(run / "test.src", ["hola"])
+    write(run / "test.ref", ["hello"])
+    status, lines, errors = run_main(capsysbinary, ["evaluate", "--run", untested])
+    assert status == 2 and lines == []
+    assert f"evaluate --run {untested}: the run has no translator ({run / 'translator.keras'}" in errors
+    # --run is one system, as --model and --hypotheses are: argparse names both options.
+    with pytest.raises(SystemExit):
+        run_main(capsysbinary, ["evaluate", "--run", untested, "--model", "m.keras"])
+    assert "argument --model: not allowed with argument --run" in capsysbinary.readouterr().err.decode()
