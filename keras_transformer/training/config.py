@@ -708,6 +708,46 @@ def parse_value(text):
         return text
 
 
+def warmup_note(config, reachable_steps=None, seconds_per_step=None):
+    """The line naming a learning-rate warm-up that cannot end inside the run's budget, and its
+    fix; `None` when it can.
+
+    The budget is `training.train_steps`, or, when a time budget (`training.minutes`) stops
+    the run sooner, `reachable_steps`: the step the run reaches in its time, once measured.
+    A warm-up longer than the budget keeps the learning rate rising to the end: the schedule
+    never reaches its peak nor decays. The fix proposed is a warm-up of a tenth of the budget.
+
+    Args:
+        config: `TrainingConfig`.
+        reachable_steps: int. The step the time budget stops the run at, or `None` (not
+            known, or no time budget). Defaults to `None`.
+        seconds_per_step: float. The measured rate `reachable_steps` comes from, for the
+            line. Defaults to `None`.
+
+    Example:
+
+    >>> config = TrainingConfig().replace(**{"training.train_steps": 300})
+    >>> warmup_note(config).split(":")[0]
+    'the learning-rate warm-up cannot end inside the run (optimizer.warmup_steps = 4,000 > 300 steps, training.train_steps)'
+    >>> warmup_note(config.replace(**{"optimizer.warmup_steps": 30})) is None
+    True
+    """
+    warmup, train_steps = config.optimizer.warmup_steps, config.training.train_steps
+    budget, source = train_steps, "training.train_steps"
+    if reachable_steps is not None and reachable_steps < train_steps:
+        rate = f", at the measured {seconds_per_step:.2f} s per step" if seconds_per_step else ""
+        budget = reachable_steps
+        source = f"the steps training.minutes = {config.training.minutes:g} allows{rate}"
+    if warmup <= budget:
+        return None
+    return (
+        f"the learning-rate warm-up cannot end inside the run (optimizer.warmup_steps = "
+        f"{warmup:,} > {budget:,} steps, {source}): the learning rate rises until the run "
+        f"stops and never reaches its peak; set [optimizer] warmup_steps = "
+        f"{max(1, budget // 10):,} (a tenth of the steps)"
+    )
+
+
 def _check_types(prefix, instance):
     """Checks every field of a config dataclass (sections recursively) against its annotation."""
     for field in dataclasses.fields(instance):

@@ -62,6 +62,8 @@ class RunPaths:
         self.stages = join(self.output_dir, "stages.json")
         self.best = join(self.output_dir, "best")
         self.best_record = join(self.output_dir, "best.json")
+        self.curves = join(self.output_dir, "curves.png")
+        self.curves_record = join(self.output_dir, "curves.json")
         # Split name -> (sources, references): `valid.src`, `valid.ref`, `test.src`, `test.ref`.
         self.held_out = {
             split: tuple(join(self.output_dir, name) for name in names)

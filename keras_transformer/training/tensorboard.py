@@ -115,13 +115,19 @@ class TensorBoardLogger(keras.callbacks.Callback):
         return self._writers[name]
 
     def _learning_rate(self):
-        learning_rate = getattr(self.model.optimizer, "_learning_rate", None)
-        if callable(learning_rate):
-            # The schedule's argument is Keras' micro-batch count under gradient accumulation
-            # (`AccumulatedSchedule`): the rate of update `self._step` is at `step · k`.
-            step = self._step * getattr(learning_rate, "accumulate_steps", 1)
-            return float(keras.ops.convert_to_numpy(learning_rate(step)))
-        return None
+        return learning_rate_at(self.model.optimizer, self._step)
+
+
+def learning_rate_at(optimizer, step):
+    """The learning rate of `optimizer`'s schedule at the optimizer step `step` (float), or
+    `None` when its rate is no schedule."""
+    learning_rate = getattr(optimizer, "_learning_rate", None)
+    if callable(learning_rate):
+        # The schedule's argument is Keras' micro-batch count under gradient accumulation
+        # (`AccumulatedSchedule`): the rate of update `step` is at `step · k`.
+        step = step * getattr(learning_rate, "accumulate_steps", 1)
+        return float(keras.ops.convert_to_numpy(learning_rate(step)))
+    return None
 
 
 def _is_number(value):

@@ -8,6 +8,7 @@ tokenizer.json          the shared vocabulary (WordPiece or SentencePiece) (reus
 backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
 checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
 logs/                   TensorBoard (train/ and validation/)
+curves.png, curves.json the losses, BLEU and learning rate, drawn at each validation (`training.curves`)
 valid.src, valid.ref    the validation pairs, one sentence per line (`training.run.write_held_out`)
 test.src, test.ref      the test pairs (`keras-transformer evaluate --run OUTPUT_DIR` scores them)
 model.weights.h5        the final (averaged) weights
@@ -68,7 +69,13 @@ from keras_transformer.training.checkpoints import (
     restore_checkpoint,
     save_weights_atomically,
 )
-from keras_transformer.training.config import ConfigError, TrainingConfig, load_config
+from keras_transformer.training.config import (
+    ConfigError,
+    TrainingConfig,
+    load_config,
+    warmup_note,
+)
+from keras_transformer.training.curves import Curves
 from keras_transformer.training.evaluation import evaluate_translations
 from keras_transformer.training.run import (
     FitOutcome,
@@ -193,6 +200,8 @@ def prepare_run(config, verbose="auto"):
         config, context, paths, report, splits, initial
     )
     model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
+    if warmup_note(config):  # A time budget's cut is known once steps are timed (`_Forecast`).
+        report(f"note: {warmup_note(config)}")
     return Run(
         config=config,
         start_time=start_time,
@@ -410,7 +419,9 @@ def _callbacks(run, backup, time_limit):
     if time_limit is not None:
         callback_list.append(time_limit)
     if context.is_chief:
-        callback_list.append(StepRateForecast(training.train_steps, backup, run.report, time_limit))
+        callback_list.append(
+            _Forecast(run.config, training.train_steps, backup, run.report, time_limit)
+        )
     if evaluation.bleu_every >= 0 and run.splits.validation:
         pairs = run.splits.validation[: evaluation.bleu_sentences or None]
         callback_list.append(
@@ -428,6 +439,11 @@ def _callbacks(run, backup, time_limit):
         keep_best = make_keep_best(
             run.config, run.paths, lambda step: _save_best(run, step), backup, callback_list,
             is_chief=context.is_chief,
+        )
+    if context.is_chief:
+        bleu = next((item for item in callback_list if isinstance(item, BleuCallback)), None)
+        callback_list.append(
+            Curves(run.paths.curves, run.paths.curves_record, training.train_steps, backup, bleu)
         )
     if training.tensorboard and context.is_chief:
         callback_list.append(TensorBoardLogger(run.paths.logs))
@@ -728,6 +744,25 @@ def plan_fits(steps_done, train_steps, steps_per_epoch):
     if epoch < epochs:
         fits.append((epoch, epochs, steps_per_epoch, epoch * steps_per_epoch))
     return fits
+
+
+class _Forecast(StepRateForecast):
+    """`StepRateForecast` that also names, once, a warm-up the time budget cuts short
+    (`warmup_note` at the step the measured rate reaches), unless `prepare_run` named it."""
+
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.config = config
+
+    def forecast(self, seconds_per_step, step):
+        super().forecast(seconds_per_step, step)
+        if self.time_limit is None or warmup_note(self.config) is not None:
+            return
+        left = max(self.time_limit.remaining_seconds(), 0.0)
+        reachable = step + int(left / seconds_per_step)
+        note = warmup_note(self.config, reachable, seconds_per_step)
+        if note is not None:
+            self.report(f"note: {note}")
 
 
 class _StopAtStep(keras.callbacks.Callback):
