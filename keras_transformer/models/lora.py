@@ -1,0 +1,351 @@
+"""LoRA fine-tuning of a `Transformer`: low-rank updates of its projections, the rest frozen.
+
+LoRA (Hu et al., 2021) trains, for a frozen kernel `W` `(d_in, d_out)`, two small matrices
+`A` `(d_in, rank)` and `B` `(rank, d_out)`, and computes
+
+    y = x (W + (alpha / rank) A B) + b
+
+`B` starts at zero, so a model with LoRA enabled computes what it did before. Keras' `Dense`
+does the arithmetic (`Dense.enable_lora`); this module picks the `Dense` layers of a
+`Transformer` (by default the attention's query and value projections, as keras-hub's
+`Backbone.enable_lora`), freezes every other weight (embeddings, LayerNorms, biases),
+writes and reads the LoRA weights alone (`save_lora_weights`, `load_lora_weights`: a file of
+a few hundred kilobytes), and merges them into the kernels (`merge_lora`): a plain
+`Transformer` with no LoRA variables, which serves at the cost of the original.
+
+Weights files. Keras writes a LoRA layer's kernel merged (`W + (alpha / rank) A B`) and,
+when it loads one, zeroes `A` and `B`: a `.keras` file or a preset of a LoRA model is the
+merged plain model, but a training state saved that way cannot go on training (with `A` and
+`B` at zero, neither gets a gradient). Inside `lora_factors_in_weights()`, the layers
+`enable_lora` set up write `W`, `b`, `A` and `B` apart instead, and they read such a file
+back as it was written, whenever it is loaded: training checkpoints and backups
+(`keras_transformer.training`) resume bit for bit.
+
+Example:
+
+>>> import numpy as np
+>>> from keras_transformer import Transformer
+>>> model = Transformer.from_preset("tiny", vocabulary_size=100)
+>>> batch = {"encoder_inputs": np.array([[5, 6, 7, 0]]),
+...          "decoder_inputs": np.array([[2, 5, 6]])}
+>>> before = np.asarray(model(batch))
+>>> paths = enable_lora(model, rank=4)
+>>> len(model.trainable_weights) == 2 * len(paths)  # A and B of each projection
+True
+>>> bool(np.allclose(np.asarray(model(batch)), before))  # B = 0: the same outputs
+True
+>>> merged = merge_lora(model)
+>>> lora_layers(merged)
+{}
+
+References:
+    Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models", 2021.
+"""
+
+import contextlib
+import contextvars
+import functools
+import io
+import json
+
+import keras
+from keras import ops
+
+from keras_transformer._checks import check_int, check_number
+from keras_transformer.files import write_bytes
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+
+ATTENTION_TARGETS = ("query", "key", "value", "attention_output")
+FEED_FORWARD_TARGETS = ("inner", "output")
+DEFAULT_TARGETS = ("query", "value")
+ALL_TARGETS = ATTENTION_TARGETS + FEED_FORWARD_TARGETS
+
+_FILE_FORMAT = "keras_transformer.lora/1"
+_FACTORS_IN_WEIGHTS = contextvars.ContextVar("keras_transformer_lora_factors", default=False)
+
+
+def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
+    """Enables LoRA on the `targets` projections of `model` and freezes every other weight.
+
+    Afterwards `model.trainable_weights` are the LoRA matrices only (`A` and `B` of each
+    projection; compile the model after this call, so that the optimizer sees them), and
+    the model computes what it computed before (`B` starts at zero).
+
+    Args:
+        model: a built `keras_transformer.Transformer` (or any model of our attention and
+            feed-forward layers).
+        rank: int `>= 1`. The rank of each update.
+        targets: names of the `Dense` projections to adapt, among `"query"`, `"key"`,
+            `"value"`, `"attention_output"` (every attention layer: self-attention and
+            cross-attention) and `"inner"`, `"output"` (the feed-forward layers).
+            `ALL_TARGETS` names all six. Defaults to `DEFAULT_TARGETS`, query and value
+            (Hu et al.'s choice, and keras-hub's).
+        alpha: number `> 0`. The update is scaled by `alpha / rank`. Defaults to `None`:
+            `rank` (a scale of 1).
+        seed: int. Seeds the initial `A` matrices (He uniform; the `i`-th adapted layer's
+            with `seed + i`). Defaults to `None`: Keras' global random state.
+
+    Returns:
+        The list of the adapted layers' paths (`Layer.path`), in model order.
+
+    Raises:
+        ValueError: LoRA is already enabled on `model`, `targets` names an unknown
+            projection, or a target is quantized (merge LoRA before quantizing).
+    """
+    check_int("rank", rank, minimum=1)
+    check_number("alpha", alpha, minimum=0, strict=True, allow_none=True)
+    check_int("seed", seed, allow_none=True)
+    targets = _check_targets(targets)
+    if lora_layers(model):
+        raise ValueError(
+            f"LoRA is already enabled on {model.name!r}: merge it first (`merge_lora`). "
+            f"Received: rank={rank}"
+        )
+    layers = {path: dense for path, dense in _projections(model) if dense.name in targets}
+    for path, dense in layers.items():
+        if dense.quantization_mode is not None:
+            raise ValueError(
+                f"{path} is quantized ({dense.quantization_mode}): enable LoRA before "
+                f"quantizing, or quantize the merged model. Received: rank={rank}"
+            )
+    for variable in model.weights:
+        variable.trainable = False
+    for index, dense in enumerate(layers.values()):
+        initializer = keras.initializers.HeUniform(seed=None if seed is None else seed + index)
+        # A and B are new, trainable variables; B starts at zero.
+        dense.enable_lora(rank, lora_alpha=alpha, a_initializer=initializer)
+        # Keras merges A and B into the kernel when it saves; keep them apart on request.
+        dense.save_own_variables = functools.partial(_save_variables, dense)
+        dense.load_own_variables = functools.partial(_load_variables, dense)
+    return list(layers)
+
+
+def lora_layers(model):
+    """The `Dense` layers of `model` with LoRA enabled, as `{path: layer}` in model order."""
+    return {path: dense for path, dense in _projections(model) if dense.lora_enabled}
+
+
+def lora_weights(model):
+    """The LoRA variables of `model` (`A` then `B` of each adapted layer, in model order)."""
+    return [
+        variable
+        for dense in lora_layers(model).values()
+        for variable in (dense.lora_kernel_a, dense.lora_kernel_b)
+    ]
+
+
+def base_weights(model):
+    """`model.weights` without the LoRA variables: the weights of the plain model, in the
+    order of `merge_lora(model).weights` (and of a `Transformer` of the same config)."""
+    lora = {id(variable) for variable in lora_weights(model)}
+    return [variable for variable in model.weights if id(variable) not in lora]
+
+
+def merge_lora(model):
+    """A new plain model (same class and config, no LoRA variables) whose kernels are the
+    LoRA model's merged ones, `W + (alpha / rank) A B`, computed in float32.
+
+    `model` itself is left as it is. A model without LoRA is returned as it is.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+
+    Returns:
+        A `Transformer` (every weight trainable, as built).
+    """
+    layers = lora_layers(model)
+    if not layers:
+        return model
+    merged = {id(dense._kernel): _merged_kernel(dense) for dense in layers.values()}
+    values = [
+        merged[id(variable)] if id(variable) in merged else _numpy(variable)
+        for variable in base_weights(model)
+    ]
+    plain = model.__class__.from_config(model.get_config())
+    plain.set_weights(values)
+    return plain
+
+
+def merged_translator(translator):
+    """`translator` with its model's LoRA merged (`merge_lora`): a new translator of the same
+    settings and tokenizers, or `translator` itself when its model has no LoRA.
+
+    Exports and `keras_transformer.training.train` call it, so that what they write is a
+    plain model.
+    """
+    if not lora_layers(translator.model):
+        return translator
+    config = translator.get_config()
+    config.update(
+        model=merge_lora(translator.model),
+        tokenizer=translator.tokenizer,
+        target_tokenizer=translator.target_tokenizer,
+    )
+    return type(translator)(**config)
+
+
+def save_lora_weights(model, path):
+    """Writes the LoRA weights of `model` alone (with its rank, alpha and targets) to `path`,
+    an HDF5 file, atomically.
+
+    Args:
+        model: a model with LoRA enabled (`enable_lora`).
+        path: str or `os.PathLike`. Conventionally ending in `.lora.h5`.
+
+    Returns:
+        `path`.
+    """
+    import h5py
+
+    layers = lora_layers(model)
+    if not layers:
+        raise ValueError(
+            f"{model.name!r} has no LoRA layers: call `enable_lora(model, rank)` first."
+        )
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as file:
+        file.attrs["format"] = _FILE_FORMAT
+        file.attrs["settings"] = json.dumps(_settings(layers))
+        for layer_path, dense in layers.items():
+            group = file.create_group(layer_path)
+            group["lora_kernel_a"] = _numpy(dense.lora_kernel_a)
+            group["lora_kernel_b"] = _numpy(dense.lora_kernel_b)
+    write_bytes(path, buffer.getvalue())
+    return path
+
+
+def load_lora_weights(model, path):
+    """Loads the LoRA weights of `path` (`save_lora_weights`) into `model`, enabling LoRA
+    with the file's rank, alpha and targets first if `model` has none.
+
+    Args:
+        model: the model the file was saved from (same architecture, same base weights),
+            with or without LoRA enabled.
+        path: str or `os.PathLike`.
+
+    Raises:
+        ValueError: the file is not a LoRA weights file, or its layers, rank or shapes
+            differ from `model`'s LoRA.
+    """
+    import h5py
+
+    with h5py.File(path, "r") as file:
+        if file.attrs.get("format") != _FILE_FORMAT:
+            raise ValueError(f"{path}: not a LoRA weights file (`save_lora_weights`).")
+        settings = json.loads(file.attrs["settings"])
+        if not lora_layers(model):
+            enable_lora(model, settings["rank"], settings["targets"], settings["alpha"])
+        layers = lora_layers(model)
+        found = _settings(layers)
+        if found != settings or set(layers) != set(_group_paths(file)):
+            raise ValueError(
+                f"{path} holds LoRA weights of {settings} for {len(_group_paths(file))} "
+                f"layers; {model.name!r} has LoRA {found} on {len(layers)} layers."
+            )
+        for layer_path, dense in layers.items():
+            for name in ("lora_kernel_a", "lora_kernel_b"):
+                variable = getattr(dense, name)
+                value = file[layer_path][name][()]
+                if value.shape != tuple(variable.shape):
+                    raise ValueError(
+                        f"{path}: {layer_path}/{name} has shape {value.shape}; the model's "
+                        f"has {tuple(variable.shape)}."
+                    )
+                variable.assign(value)
+
+
+@contextlib.contextmanager
+def lora_factors_in_weights():
+    """Within this context, the layers of `enable_lora` save their base kernel and their LoRA
+    matrices apart (instead of Keras' merged kernel): a weights file written there restores
+    a LoRA model exactly. The training checkpoints and backups are written inside it."""
+    token = _FACTORS_IN_WEIGHTS.set(True)
+    try:
+        yield
+    finally:
+        _FACTORS_IN_WEIGHTS.reset(token)
+
+
+def _check_targets(targets):
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    unknown = [target for target in targets if target not in ALL_TARGETS]
+    if not targets or unknown:
+        raise ValueError(
+            f"`targets` must name projections among {list(ALL_TARGETS)}. "
+            f"Received: targets={list(targets)}"
+        )
+    return targets
+
+
+def _projections(model):
+    """`(path, Dense)` of every attention and feed-forward projection of `model`."""
+    found = []
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, MultiHeadAttention):
+            denses = (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+        elif isinstance(layer, FeedForward):
+            denses = (layer.inner_dense, layer.output_dense)
+        else:
+            continue
+        found.extend((dense.path, dense) for dense in denses)
+    return found
+
+
+def _settings(layers):
+    """`{"rank", "alpha", "targets"}` of the LoRA `layers` (`{path: Dense}`)."""
+    ranks = {dense.lora_rank for dense in layers.values()}
+    alphas = {float(dense.lora_alpha) for dense in layers.values()}
+    if len(ranks) != 1 or len(alphas) != 1:
+        raise ValueError(
+            f"The LoRA layers have several ranks or alphas. Received: ranks={sorted(ranks)}, "
+            f"alphas={sorted(alphas)}"
+        )
+    targets = [name for name in ALL_TARGETS if any(d.name == name for d in layers.values())]
+    return {"rank": ranks.pop(), "alpha": alphas.pop(), "targets": targets}
+
+
+def _group_paths(file):
+    """The paths of the groups of an HDF5 file that hold `lora_kernel_a`."""
+    names = []
+    file.visit(names.append)
+    return [name.rsplit("/", 1)[0] for name in names if name.endswith("/lora_kernel_a")]
+
+
+def _merged_kernel(dense):
+    """`W + (alpha / rank) A B` of a LoRA `Dense`, float32, as NumPy in the kernel's dtype."""
+    scale = dense.lora_alpha / dense.lora_rank
+    kernel = ops.cast(dense._kernel.value, "float32")
+    delta = ops.matmul(dense.lora_kernel_a.value, dense.lora_kernel_b.value)
+    merged = ops.convert_to_numpy(ops.add(kernel, scale * delta))
+    return merged.astype(keras.backend.standardize_dtype(dense._kernel.dtype))
+
+
+def _numpy(variable):
+    return ops.convert_to_numpy(variable.value)
+
+
+def _save_variables(dense, store):
+    """`Dense.save_own_variables`, or inside `lora_factors_in_weights()` the base kernel,
+    bias and LoRA matrices apart (keys `"0"`, `"1"`, `"lora_kernel_a"`, `"lora_kernel_b"`)."""
+    if not _FACTORS_IN_WEIGHTS.get():
+        return type(dense).save_own_variables(dense, store)
+    store["0"] = dense._kernel
+    if dense.bias is not None:
+        store["1"] = dense.bias
+    store["lora_kernel_a"] = dense.lora_kernel_a
+    store["lora_kernel_b"] = dense.lora_kernel_b
+    return None
+
+
+def _load_variables(dense, store):
+    """Reads what `_save_variables` wrote; a file without LoRA matrices as Keras does (the
+    merged kernel into the base one, `A` and `B` zeroed)."""
+    if "lora_kernel_a" not in store:
+        return type(dense).load_own_variables(dense, store)
+    dense._kernel.assign(store["0"])
+    if dense.bias is not None:
+        dense.bias.assign(store["1"])
+    dense.lora_kernel_a.assign(store["lora_kernel_a"])
+    dense.lora_kernel_b.assign(store["lora_kernel_b"])
+    return None
