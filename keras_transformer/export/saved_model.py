@@ -29,6 +29,7 @@ from keras_transformer._checks import check_int, check_number
 from keras_transformer.buckets import padded_batch_size
 from keras_transformer.export.versions import check_translator, version_directory
 from keras_transformer.files import TEMPORARY_PREFIX, atomic_directory
+from keras_transformer.models.lora import merged_translator
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
@@ -167,6 +168,7 @@ def export_saved_model(
         return _export_in_subprocess(translator, path, jit_compile, options)
     if isinstance(translator, (str, os.PathLike)):
         translator = load_keras_translator(translator)
+    translator = merged_translator(translator)  # LoRA merged: the served model pays nothing
     beam_size = translator.beam_size if beam_size is None else beam_size
     alpha = translator.alpha if alpha is None else alpha
     num_hypotheses = beam_size if num_hypotheses is None else num_hypotheses

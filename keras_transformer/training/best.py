@@ -23,6 +23,7 @@ import keras
 
 from keras_transformer._checks import check_int
 from keras_transformer.files import read_json, write_json
+from keras_transformer.models.lora import merged_translator
 from keras_transformer.training.bleu import BleuCallback
 from keras_transformer.training.config import BEST_MONITORS
 
@@ -40,7 +41,7 @@ def export_best(translator, directory):
         translator: `keras_transformer.Translator`.
         directory: str. The export directory (`OUTPUT_DIR/best`).
     """
-    translator.save_to_preset(directory)
+    merged_translator(translator).save_to_preset(directory)  # `lora_rank`: a plain model
 
 
 def best_mode(monitor):

@@ -12,6 +12,7 @@ from keras_transformer.datasets.corpus import open_lines
 from keras_transformer.losses import GlobalTokenMeanCrossentropy, LabelSmoothedCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import Transformer
+from keras_transformer.models.lora import enable_lora
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.accumulation import check_strategy
 from keras_transformer.training.config import MIXED_PRECISION, ConfigError, corpus_list
@@ -266,7 +267,7 @@ def _count_pairs(corpus):
 
 def build_model(config, vocabulary_size):
     """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
-    policy of `config.training`."""
+    policy of `config.training`, with LoRA enabled when `training.lora_rank` says so."""
     arguments = config.model.overrides()
     arguments.setdefault("seed", config.training.seed)
     dtype = MIXED_PRECISION[config.training.mixed_precision]
@@ -282,6 +283,9 @@ def build_model(config, vocabulary_size):
         # The functional constructor gives the layers the policy but not the model itself,
         # and `compile` looks at the model's to add loss scaling for float16.
         model.dtype_policy = keras.dtype_policies.get(dtype)
+    if config.training.lora_rank:
+        # Before `compile_model`: the optimizer then holds state for the LoRA weights only.
+        enable_lora(model, config.training.lora_rank, seed=config.training.seed)
     return model
 
 

@@ -14,6 +14,7 @@ import keras
 
 from keras_transformer._checks import check_int
 from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
+from keras_transformer.models.lora import lora_factors_in_weights
 from keras_transformer.saving.weights import check_sha256, save_weights, sha256_file, weights_bytes
 from keras_transformer.training.state import sync_model_state
 
@@ -53,6 +54,10 @@ def save_weights_atomically(model, path, is_chief=True):
     reading distributed variables are collective operations): process 0 (`is_chief`) writes
     `path`, the others build the file in memory and drop it.
 
+    The layers of a model with LoRA enabled (`keras_transformer.models.lora`) write their
+    frozen kernel and their LoRA weights apart, not merged as Keras does: the file restores
+    the training state exactly.
+
     Args:
         model: a built `keras.Model`.
         path: str. Must end in `.weights.h5`.
@@ -62,9 +67,10 @@ def save_weights_atomically(model, path, is_chief=True):
         str, the SHA-256 of the file (`None` on the other processes).
     """
     sync_model_state(model)
-    if is_chief:
-        return save_weights(model, path)
-    weights_bytes(model)
+    with lora_factors_in_weights():  # A LoRA model's training state, exact: not merged.
+        if is_chief:
+            return save_weights(model, path)
+        weights_bytes(model)
     return None
 
 

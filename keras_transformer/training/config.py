@@ -268,6 +268,10 @@ class TrainingSection:
             on a fresh start, its weights; the optimizer starts fresh. `[model]` must
             describe its architecture. See `keras_transformer.training.fine_tune`. Defaults
             to `""` (train from scratch).
+        lora_rank: int. With `init_from`: fine-tune with LoRA of this rank on the attention's
+            query and value projections, every other weight frozen; checkpoints and backups
+            hold the frozen weights too, and the translator the run writes has LoRA merged
+            (`keras_transformer.models.lora`). `0` trains every weight. Defaults to `0`.
         keep_best: str. Also export the translator at its best validation score to
             `OUTPUT_DIR/best/`: `"val_bleu"`, `"val_loss"` or `"val_accuracy"`. See
             `keras_transformer.training.best`. Defaults to `""` (off).
@@ -295,6 +299,7 @@ class TrainingSection:
     backup_every: int = 100
     tensorboard: bool = True
     init_from: str = ""
+    lora_rank: int = 0
     keep_best: str = ""
     early_stopping_patience: int = 0
     accumulate_steps: int = 1
@@ -537,6 +542,7 @@ class TrainingConfig:
             ("training.backup_every", training.backup_every, 1),
             ("training.early_stopping_patience", training.early_stopping_patience, 0),
             ("training.accumulate_steps", training.accumulate_steps, 1),
+            ("training.lora_rank", training.lora_rank, 0),
             ("evaluation.beam_size", evaluation.beam_size, 1),
             ("evaluation.extra_length", evaluation.extra_length, 1),
             ("evaluation.batch_size", evaluation.batch_size, 1),
@@ -574,6 +580,12 @@ class TrainingConfig:
                 f"Received: training.label_smoothing={training.label_smoothing}"
             )
         _check_keep_best(self)
+        if training.lora_rank and not training.init_from:
+            raise ConfigError(
+                "`training.lora_rank` fine-tunes the translator of `training.init_from`, which "
+                f"is not set. Received: training.lora_rank={training.lora_rank}, "
+                "training.init_from=''"
+            )
         if distribution.process_id >= distribution.num_processes:
             raise ConfigError(
                 "`distribution.process_id` must be < distribution.num_processes "

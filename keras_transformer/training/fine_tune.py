@@ -7,12 +7,18 @@ short `warmup_steps` are usual). The model is built from `[model]` as in any run
 `[model]` must describe the loaded architecture (the dropout rates may differ: they are
 training settings, not weights); a mismatch is a `ConfigError` that names both sides. A run
 resumed from its backup continues from the backup, never from `init_from` again.
+
+With `[training] lora_rank`, `keras_transformer.training.building.build_model` enables LoRA
+(`keras_transformer.models.lora`) before the model is compiled: only the LoRA weights train
+and have optimizer state, the loaded weights stay as they are, and the translator the run
+writes (`translator.keras`, `preset/`, `best/`, the SavedModel) is the merged plain model.
 """
 
 import os
 
 from keras_transformer.engines import load_translator
 from keras_transformer.files import read_json
+from keras_transformer.models.lora import base_weights, merged_translator
 from keras_transformer.training.backup import STATE_FILENAME
 from keras_transformer.training.config import ConfigError
 from keras_transformer.training.tokenizers import (
@@ -164,5 +170,21 @@ def check_architecture(model, loaded, init_from):
 
 
 def initialize_weights(model, loaded):
-    """Copies the weights of the loaded `Transformer` into `model` (same architecture)."""
-    model.set_weights(loaded.get_weights())
+    """Copies the weights of the loaded `Transformer` into `model` (same architecture); with
+    LoRA enabled on `model` (`training.lora_rank`), into its base weights, the LoRA ones left
+    as `enable_lora` made them."""
+    variables = base_weights(model)
+    values = loaded.get_weights()
+    if len(variables) != len(values):
+        raise ValueError(
+            f"{model.name!r} has {len(variables)} weights besides LoRA's; the loaded model has "
+            f"{len(values)}. Received: loaded={loaded.name!r}"
+        )
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
+
+
+def written_translator(translator):
+    """The translator a run evaluates and writes once training is over: `translator`, its
+    LoRA (`training.lora_rank`) merged into a plain model (`merged_translator`)."""
+    return merged_translator(translator)

@@ -607,6 +607,7 @@ def finalize_run(run, outcome):
         return TrainingResult(model, None, run.tokenizer, history, metrics, paths.output_dir, config)
     if run.eval_model is not model:
         copy_weights(model, run.eval_model)
+    run.translator = fine_tune.written_translator(run.translator)  # `lora_rank`: merged
     metrics.update(_evaluate(run, stages))
     if not stages.done("saved"):
         if config.export.translator:

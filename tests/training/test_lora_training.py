@@ -1,0 +1,75 @@
+"""`training.lora_rank`: a LoRA fine-tune of a trained translator trains the LoRA weights only,
+resumes from its backup exactly, and writes a merged plain translator."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import Translator
+from keras_transformer.models import lora
+from keras_transformer.training import train
+from keras_transformer.training.config import ConfigError, TrainingConfig
+from tests.test_case import to_numpy
+from tests.training.test_fine_tune import FIXTURE, fine_tune_config, number_pairs, write_tsv
+from tests.training.training_helpers import Crash
+
+BATCH = {
+    "encoder_inputs": np.array([[1, 40, 41, 42, 2, 0]], "int32"),
+    "decoder_inputs": np.array([[1, 50, 51, 52]], "int32"),
+}
+
+
+def lora_config(tmp_path, name):
+    tsv = write_tsv(tmp_path / "pairs.tsv", number_pairs(range(5000, 5064)))
+    config = fine_tune_config(
+        tmp_path, tsv, train_steps=6, steps_per_epoch=6, checkpoint_every=3, backup_every=2,
+        average_checkpoints=1, lora_rank=4,
+    )
+    config["output_dir"] = str(tmp_path / name)
+    config["evaluation"]["beam_size"] = 1
+    # A tenth of the usual rate is for full fine-tuning; LoRA's B starts at zero.
+    config["optimizer"]["learning_rate_scale"] = 1.0
+    return config
+
+
+def test_lora_rank_needs_init_from():
+    with pytest.raises(ConfigError, match=r"training.lora_rank.*training.init_from"):
+        TrainingConfig.from_dict({"training": {"lora_rank": 8}})
+    with pytest.raises(ConfigError, match="training.lora_rank"):
+        TrainingConfig.from_dict({"training": {"lora_rank": -1, "init_from": FIXTURE}})
+
+
+@pytest.mark.slow
+def test_lora_fine_tune_trains_lora_only_resumes_exactly_and_writes_a_merged_translator(tmp_path):
+    base = Translator.load(FIXTURE).model
+    # Uninterrupted, then the same run killed after step 3 (backup of step 2) and resumed.
+    straight = train(lora_config(tmp_path, "straight"), verbose=0)
+    config = lora_config(tmp_path, "resumed")
+    with pytest.raises(RuntimeError, match="crash at step 3"):
+        train(config, callbacks=[Crash(at_step=3)], verbose=0)
+    resumed = train(config, verbose=0)
+    assert resumed.metrics["steps"] == resumed.metrics["optimizer_iterations"] == 6
+    assert resumed.metrics["steps_this_run"] == 4
+
+    model = resumed.model
+    assert {id(v) for v in model.trainable_weights} == {id(v) for v in lora.lora_weights(model)}
+    assert len(model.optimizer.variables) < 3 * len(lora.lora_weights(model))  # LoRA's moments only
+    if keras.backend.backend() == "tensorflow":
+        # On JAX this fine-tune's resume is not exact with full fine-tuning either (measured:
+        # 0.031 largest weight difference without LoRA, 0.028 with): not LoRA's doing.
+        for ours, theirs in zip(model.weights, straight.model.weights, strict=True):
+            np.testing.assert_array_equal(to_numpy(ours), to_numpy(theirs), err_msg=ours.path)
+    for ours, loaded in zip(lora.base_weights(model), base.weights, strict=True):
+        np.testing.assert_array_equal(to_numpy(ours), to_numpy(loaded), err_msg=ours.path)
+    lora_outputs = to_numpy(model(BATCH))
+    assert np.abs(lora_outputs - to_numpy(base(BATCH))).max() > 1e-4  # it trained
+
+    # What the run wrote is the merged plain model.
+    written = Translator.from_preset(tmp_path / "resumed" / "preset")
+    assert lora.lora_layers(written.model) == {}
+    assert len(written.model.weights) == len(base.weights)
+    np.testing.assert_allclose(to_numpy(written.model(BATCH)), lora_outputs, atol=1e-5)
+    merged = lora.merge_lora(model)
+    for ours, theirs in zip(written.model.weights, merged.weights, strict=True):
+        np.testing.assert_allclose(to_numpy(ours), to_numpy(theirs), atol=1e-6, err_msg=ours.path)
+    keras.backend.clear_session()
