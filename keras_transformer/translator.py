@@ -346,6 +346,21 @@ class Translator(keras.Model):
             jit_compile=jit_compile,
         )
 
+    def quantize(self, mode="int8", **kwargs):
+        """Quantizes the model's weights to int8 (`Transformer.quantize`); the searches compiled
+        so far are dropped and compile again on first use. The quantized translator saves,
+        loads and exports as any other.
+
+        Args:
+            mode: str. `"int8"`.
+            **kwargs: `Transformer.quantize` arguments.
+        """
+        self.model.quantize(mode, **kwargs)
+        with _GENERATOR_LOCK:
+            self._generator = None
+            self._search_lengths = ()
+            self._score_shapes = ()
+
     # === Saving ===
     def save_to_preset(self, directory):
         """Writes this translator as a preset directory (keras-hub's layout; see

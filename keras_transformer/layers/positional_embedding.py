@@ -155,12 +155,15 @@ class PositionalEmbedding(keras.layers.Layer):
         self.supports_masking = mask_zero
 
     def build(self, inputs_shape=None):
-        self.embeddings = self.add_weight(
-            name="embeddings",
-            shape=(self.vocabulary_size, self.d_model),
-            initializer=self.embeddings_initializer,
-            trainable=True,
-        )
+        if self.quantization_mode == "int8":  # a quantized model being loaded
+            self._int8_build()
+        else:
+            self.embeddings = self.add_weight(
+                name="embeddings",
+                shape=(self.vocabulary_size, self.d_model),
+                initializer=self.embeddings_initializer,
+                trainable=True,
+            )
         if self.output_bias:
             self.logits_bias = self.add_weight(
                 name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros"
@@ -174,13 +177,19 @@ class PositionalEmbedding(keras.layers.Layer):
         if reverse:
             # Pre-softmax projection with the shared matrix, in float32.
             hidden = ops.cast(inputs, "float32")
-            logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+            if self.quantization_mode == "int8":
+                logits = self._int8_logits(hidden)
+            else:
+                logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
             if self.output_bias:
                 logits = logits + ops.cast(self.logits_bias, "float32")
             return logits
         inputs = ops.cast(inputs, "int32")
         x = ops.take(self.embeddings, inputs, axis=0)  # (batch, length, d_model)
         x = ops.cast(x, self.compute_dtype)
+        if self.quantization_mode == "int8":
+            scale = ops.take(self.embeddings_scale, inputs, axis=0)  # (batch, length)
+            x = x / ops.cast(scale, self.compute_dtype)[..., None]
         if self.scale:
             x = x * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
         length = _backend.dims(inputs)[1]
@@ -198,6 +207,53 @@ class PositionalEmbedding(keras.layers.Layer):
             encoding = ops.take(_backend.cast_like(encoding_table, x), positions, axis=0)
         x = x + encoding[None]
         return call_sublayer(self.dropout_layer, x, training=training)
+
+    # === int8 (`quantize`) ===
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Stores the embedding matrix as int8 with one float32 scale per token (the largest
+        absolute value of its row maps to 127), for `Transformer.quantize`. The lookup
+        de-scales the rows it reads; the pre-softmax projection quantizes each hidden state
+        the same way and multiplies in int8 (int32 sums), then de-scales the logits.
+
+        Args:
+            mode: str. `"int8"`.
+            type_check: bool. Unused (Keras' signature).
+            config: Unused (Keras' signature): one scale per token, always.
+        """
+        del type_check, config
+        if mode != "int8":
+            raise NotImplementedError(
+                f"PositionalEmbedding quantizes to 'int8' only. Received: mode={mode!r}"
+            )
+        values, scale = keras.quantizers.abs_max_quantize(self.embeddings, axis=-1, to_numpy=True)
+        del self.embeddings
+        self._int8_build()
+        self.embeddings.assign(values)
+        self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
+        self.dtype_policy = keras.dtype_policies.get(f"int8_from_{self.dtype_policy.name}")
+
+    def _int8_build(self):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.d_model),
+            initializer="zeros",
+            dtype="int8",
+            trainable=False,
+        )
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale", shape=(self.vocabulary_size,), initializer="ones",
+            trainable=False,
+        )
+        self._is_quantized = True
+
+    def _int8_logits(self, hidden):
+        # (..., d_model) float32 -> per-row int8 and scale (..., 1); int32 sums over d_model.
+        values, hidden_scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
+        sums = ops.matmul(values, ops.transpose(self.embeddings))  # (..., vocabulary) int32
+        return ops.cast(sums, "float32") / (hidden_scale * self.embeddings_scale)
+
+    def _int8_call(self, *args, **kwargs):
+        return self.call(*args, **kwargs)  # `call` reads the int8 matrix itself
 
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero or "int" not in str(inputs.dtype):

@@ -11,6 +11,8 @@ autocast scope of the layer's dtype policy) and skips the rest.
 import contextlib
 import contextvars
 
+import keras
+
 # Keras' autocast scope is private API: `_backend` holds the one import of it (`None` if it
 # moved, and then `Layer.__call__` is kept).
 from keras_transformer import _backend
@@ -52,6 +54,8 @@ def call_sublayer(layer, *args, **kwargs):
     if AutocastScope is None or not _DIRECT.get():
         return layer(*args, **kwargs)
     policy = layer.dtype_policy
+    if isinstance(policy, keras.dtype_policies.DTypePolicyMap) and layer.path:  # quantized models
+        policy = policy[layer.path]
     args = tuple(policy.convert_input(x, layer.autocast, layer.input_dtype) for x in args)
     compute_dtype = layer.compute_dtype
     current = get_autocast_scope()
@@ -72,7 +76,9 @@ def call_sublayer(layer, *args, **kwargs):
 def _call(layer, args, kwargs):
     """`layer.call(*args, **kwargs)`; a plain `Dense` or `LayerNormalization` on PyTorch
     without Keras' op dispatch (`_backend.dense`, `_backend.layer_norm`: the same
-    arithmetic)."""
+    arithmetic); a quantized layer's own quantized call (`Layer.__call__` picks it too)."""
+    if layer.quantization_mode is not None:
+        return layer.quantized_call(*args, **kwargs)
     if len(args) == 1 and not kwargs:
         for fast in (_backend.dense, _backend.layer_norm):
             outputs = fast(layer, args[0])

@@ -2,6 +2,7 @@
 
 import copy
 import os
+import warnings
 
 import keras
 from keras import ops
@@ -129,8 +130,12 @@ class Transformer(keras.Model):
             output_bias=output_bias,
             sinusoid_frequencies=sinusoid_frequencies,
         )
-        _check_weight_memory(kwargs.get("dtype"), norm_first, share_embeddings, **sizes)
         dtype = kwargs.pop("dtype", None)
+        if isinstance(dtype, dict):
+            # A quantized model's configuration: one `DTypePolicyMap` for every layer, each
+            # looking up the policy of its own path (its quantized kernels are built by it).
+            dtype = keras.dtype_policies.deserialize(dtype)
+        _check_weight_memory(dtype, norm_first, share_embeddings, **sizes)
         block_args = dict(
             num_heads=num_heads,
             ff_dim=ff_dim,
@@ -201,6 +206,8 @@ class Transformer(keras.Model):
             # The functional constructor drops `dtype`; compile() reads the model's own
             # policy (e.g. to add loss scaling for mixed_float16).
             self.dtype_policy = keras.dtype_policies.get(dtype)
+        if isinstance(dtype, keras.dtype_policies.DTypePolicyMap):
+            _resolve_policies(self)
 
         self.source_embedding = source_embedding
         self.target_embedding = target_embedding
@@ -260,6 +267,59 @@ class Transformer(keras.Model):
         """Writes `config.json`, `model.weights.h5` and `metadata.json` to `directory` (see
         `keras_transformer.saving.preset`). Returns `directory`."""
         return preset_files.save_transformer(self, directory, Transformer)
+
+    def quantize(self, mode="int8", **kwargs):
+        """Quantizes the weights of every attention and feed-forward projection to int8 (Keras'
+        `Dense.quantize`: one scale per output unit, activations quantized per row at each
+        call), and the shared embedding and pre-softmax projection (one scale per token, see
+        `PositionalEmbedding.quantize`). LayerNorms and biases stay as they are.
+
+        The quantized model saves and loads like any other (`.keras`, `save_to_preset`,
+        `Translator.save`, SavedModel export): its configuration holds a
+        `keras.dtype_policies.DTypePolicyMap` naming the policy of each quantized layer by its
+        path, so loading needs no extra argument. Quantizing drops a compiled model's
+        optimizer: int8 kernels are not trained.
+
+        Args:
+            mode: str. `"int8"` (the one mode tested here). Defaults to `"int8"`.
+            **kwargs: `keras.Model.quantize` arguments (`config`).
+        """
+        if mode != "int8":
+            raise ValueError(f"`mode` must be 'int8'. Received: mode={mode!r}")
+        if self.quantization is not None:
+            raise ValueError(
+                f"This model is already quantized ({self.quantization}). Received: mode={mode!r}"
+            )
+        with warnings.catch_warnings():
+            # NumPy 2's note on JAX arrays, once per kernel Keras quantizes on the host.
+            warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept")
+            # Only the Dense layers: Keras warns once for every other leaf, and skips the
+            # embeddings (not a leaf: they hold their dropout), quantized below.
+            super().quantize(
+                mode, filters=lambda layer: isinstance(layer, keras.layers.Dense), **kwargs
+            )
+            for embedding in {id(e): e for e in (self.source_embedding, self.target_embedding)}.values():
+                embedding.quantize(mode)
+        policies = keras.dtype_policies.DTypePolicyMap(
+            default_policy=_float_policy(self.dtype_policy)
+        )
+        for layer in self._flatten_layers(include_self=False):
+            if layer.quantization_mode is not None:
+                policies[layer.path] = layer.dtype_policy
+        self._dtype_argument = policies
+        if self.compiled:
+            # The optimizer's slots were made for the float kernels, now gone: a quantized
+            # model is for decoding, saved without a training state.
+            self.optimizer = None
+            self.compiled = False
+
+    @property
+    def quantization(self):
+        """`"int8"` when `quantize` (or a quantized file) made this model's layers int8, else
+        `None`."""
+        if isinstance(self._dtype_argument, keras.dtype_policies.DTypePolicyMap):
+            return "int8"
+        return None
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # Before the functional graph casts the inputs to int32 (which truncates floats).
@@ -413,8 +473,13 @@ class Transformer(keras.Model):
             "sinusoid_layout": self.sinusoid_layout,
             "output_bias": self.output_bias,
             "sinusoid_frequencies": self.sinusoid_frequencies,
-            **({} if self._dtype_argument is None else {"dtype": self._dtype_argument}),
+            **({} if self._dtype_argument is None else {"dtype": self._serialized_dtype()}),
         }
+
+    def _serialized_dtype(self):
+        if isinstance(self._dtype_argument, keras.dtype_policies.DTypePolicyMap):
+            return keras.dtype_policies.serialize(self._dtype_argument)
+        return self._dtype_argument
 
     @classmethod
     def from_config(cls, config):
@@ -459,6 +524,23 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
             f"These sizes make {count} weights ({needed} bytes of {policy.variable_dtype}), "
             f"more than this machine's {available} bytes of memory. Received: {received}"
         )
+
+def _resolve_policies(model):
+    """Gives each built layer of a loaded quantized model its own policy from the model's
+    `DTypePolicyMap`. The layers were built from the map (each kernel int8 or float by its
+    path), but parts of Keras read `layer.dtype_policy.quantization_mode`, which a map
+    answers with its default: a quantized `Dense` would call and save as a float one."""
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer.dtype_policy, keras.dtype_policies.DTypePolicyMap) and layer.path:
+            layer._dtype_policy = layer.dtype_policy[layer.path]
+
+
+def _float_policy(policy):
+    """The float policy a model had before quantizing (`policy` may be a `DTypePolicyMap`)."""
+    if isinstance(policy, keras.dtype_policies.DTypePolicyMap):
+        policy = policy.default_policy
+    return keras.dtype_policies.get(policy.name.split("_from_")[-1])
+
 
 # === The two stacks, wired once for the functional graph and the decoding steps ===
 def _encoder_stack(embedding, blocks, norm, encoder_inputs, training=None):
