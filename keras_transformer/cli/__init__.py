@@ -48,7 +48,7 @@ A command whose output's reader has gone (`... | head`) stops quietly, with the 
 sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired
 bootstrap resampling (see `keras_transformer.cli.evaluate`).
 
-Each subcommand is a module of this package (`translate`, `export`, `importing`, `train`, `evaluate`) with an
+Each subcommand is a module of this package (`translate`, `export`, `importing`, `quantize`, `train`, `evaluate`) with an
 `add_<name>_parser(subparsers)` function that registers its arguments and its handler
 `run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
 framework at import time, so `--help` loads none.
@@ -69,6 +69,7 @@ from keras_transformer.cli.common import (
 from keras_transformer.cli.evaluate import add_evaluate_parser
 from keras_transformer.cli.export import add_export_parser
 from keras_transformer.cli.importing import add_import_parser
+from keras_transformer.cli.quantize import add_quantize_parser
 from keras_transformer.cli.score import add_score_parser
 from keras_transformer.cli.serve import add_serve_parser
 from keras_transformer.cli.train import add_train_parser
@@ -121,6 +122,7 @@ def build_parser():
     add_score_parser(subparsers)
     add_export_parser(subparsers)
     add_import_parser(subparsers)
+    add_quantize_parser(subparsers)
     add_train_parser(subparsers)
     add_evaluate_parser(subparsers)
     add_serve_parser(subparsers)

@@ -63,7 +63,9 @@ def add_export_parser(subparsers):
     parser.add_argument(
         "--quantization",
         default=None,
-        help="CTranslate2 weight type, e.g. int8, int8_float32, float16 (--format ctranslate2)",
+        help="--format saved_model: 'int8' exports the translator with Keras int8 weights "
+        "(as `keras-transformer quantize`); --format ctranslate2: CTranslate2's weight type, "
+        "e.g. int8, int8_float32, float16",
     )
     parser.add_argument("--beam-size", type=positive_int, default=None, help="beam size")
     parser.add_argument("--alpha", type=float, default=None, help="length penalty")
@@ -146,12 +148,17 @@ def run_export(args):
                 overwrite=args.overwrite,
                 version=args.version,
             )
-        elif args.quantization is not None:
+        elif args.quantization not in (None, "int8"):
             raise ValueError(
-                "`--quantization` applies to `--format ctranslate2` only. "
-                f"Received: quantization={args.quantization!r}"
+                "`--quantization` of a SavedModel must be 'int8' (CTranslate2's other weight "
+                f"types apply to `--format ctranslate2`). Received: quantization={args.quantization!r}"
             )
         else:
+            if args.quantization == "int8":
+                from keras_transformer.translator import load_keras_translator
+
+                translator = load_keras_translator(translator)
+                translator.quantize("int8")
             written = export_saved_model(
                 translator,
                 args.output,

@@ -14,6 +14,7 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_embedding import PositionalEmbedding, sinusoidal_encoding
 from keras_transformer.layers.sublayer_calls import call_sublayer, direct_sublayer_calls
 from keras_transformer.layers.token_ids import check_token_ids
+from keras_transformer.models import lora
 from keras_transformer.saving import preset as preset_files
 
 
@@ -320,6 +321,14 @@ class Transformer(keras.Model):
         if isinstance(self._dtype_argument, keras.dtype_policies.DTypePolicyMap):
             return "int8"
         return None
+
+    def enable_lora(self, rank, targets=lora.DEFAULT_TARGETS, alpha=None, seed=None):
+        """Low-rank adaptation (Hu et al., 2021) of the attention projections (query and value
+        by default) and, with `targets`, the feed-forward layers; every other weight is
+        frozen. See `keras_transformer.models.lora.enable_lora` (its arguments and return
+        value) and docs/lora.md; `keras_transformer.models.lora.merge_lora` gives the plain
+        model to serve or export."""
+        return lora.enable_lora(self, rank, targets=targets, alpha=alpha, seed=seed)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # Before the functional graph casts the inputs to int32 (which truncates floats).

@@ -215,7 +215,7 @@ def test_cli_exports_and_translates(trained, engine, tmp_path, capsysbinary):
     assert cli.main(argv + ["--overwrite"]) == 0
     assert CTranslate2Translator(base / "2").beam_size == trained[0].beam_size
     output = str(base / "2")
-    assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8"]) == 2
+    assert cli.main(["export", str(keras_path), str(output), "--quantization", "int8_float32"]) == 2
     assert b"--format ctranslate2" in capsysbinary.readouterr().err
 
 
