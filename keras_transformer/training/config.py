@@ -404,7 +404,11 @@ class TrainingConfig:
     """The whole configuration of `keras_transformer.training.train`.
 
     Top-level fields plus one section per table of the file. Unknown keys raise a
-    `ValueError`.
+    `ValueError`. A config that gives a budget (`training.minutes` or `training.train_steps`)
+    and leaves the model, vocabulary, batch, warm-up or checkpoint spacing unset gets them
+    from the corpus size when the run starts (`keras_transformer.training.recipe`); `given`
+    holds the keys the file, dict or `replace` named, so that a setting named at its
+    default value still counts as set (`is_set`).
 
     Args:
         output_dir: str. Where the run writes everything (see `docs/training.md`). Defaults to
@@ -433,6 +437,10 @@ class TrainingConfig:
     export: ExportConfig = dataclasses.field(default_factory=ExportConfig)
     distribution: DistributionConfig = dataclasses.field(default_factory=DistributionConfig)
 
+    # The `section.field` (and top-level) keys the file, dict or `replace` named: a setting
+    # named there is explicit even when it holds its default (`is_set`). Not a field.
+    given = frozenset()
+
     @classmethod
     def from_dict(cls, values):
         """Builds a validated config from nested dicts (as parsed from TOML or YAML).
@@ -446,7 +454,7 @@ class TrainingConfig:
         if not isinstance(values, dict):
             raise ConfigError(f"A config must be a table of sections. Received: {values!r}")
         values = dict(values)
-        sections = {}
+        sections, named = {}, set()
         for name, section_class in SECTIONS.items():
             section_values = values.pop(name, None) or {}
             if not isinstance(section_values, dict):
@@ -467,6 +475,7 @@ class TrainingConfig:
                     f"Received: {name}={section_values!r}"
                 )
             sections[name] = section_class(**section_values)
+            named.update(f"{name}.{key}" for key in section_values)
         known = {field.name for field in dataclasses.fields(cls)} - set(SECTIONS)
         unknown = sorted(set(values) - known)
         if unknown:
@@ -476,6 +485,7 @@ class TrainingConfig:
             )
         config = cls(**values, **sections)
         config.validate()
+        config.given = frozenset(named | set(values))
         return config
 
     def to_dict(self):
@@ -495,7 +505,25 @@ class TrainingConfig:
         values = self.to_dict()
         for key, value in changes.items():
             set_dotted(values, key, value)
-        return TrainingConfig.from_dict(values)
+        config = TrainingConfig.from_dict(values)
+        config.given = self.given | set(changes)
+        return config
+
+    def is_set(self, key):
+        """Whether the setting `key` (`"section.field"`) is explicit: named by the file, dict
+        or `replace` this config came from, or holding a value other than its default.
+
+        Example:
+
+        >>> config = TrainingConfig.from_dict({"data": {"vocabulary_size": 37000}})
+        >>> config.is_set("data.vocabulary_size"), config.is_set("data.tokens_per_batch")
+        (True, False)
+        """
+        section, _, name = key.rpartition(".")
+        owner = getattr(self, section) if section else self
+        default = next(field for field in dataclasses.fields(owner) if field.name == name)
+        value = default.default_factory() if default.default is dataclasses.MISSING else default.default
+        return key in self.given or getattr(owner, name) != value
 
     def validate(self):
         """Raises `ConfigError` (a `ValueError`) naming the first invalid setting.
