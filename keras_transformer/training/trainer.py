@@ -3,7 +3,7 @@
 The run writes everything under `config.output_dir`:
 
 ```
-train_config.json       the resolved configuration (`config.json` before 0.2.0; renamed)
+train_config.json       the resolved configuration, the recipe's choices included (`config.json` before 0.2.0)
 tokenizer.json          the shared vocabulary (WordPiece or SentencePiece) (reused when the run resumes)
 backup/                 the last training state (weights, optimizer, step): `kill -9` recovery
 checkpoints/            ckpt-STEP.weights.h5, the last `average_checkpoints` of them
@@ -77,6 +77,7 @@ from keras_transformer.training.config import (
 )
 from keras_transformer.training.curves import Curves
 from keras_transformer.training.evaluation import evaluate_translations
+from keras_transformer.training.recipe import resolve_recipe
 from keras_transformer.training.run import (
     FitOutcome,
     Run,
@@ -185,6 +186,11 @@ def prepare_run(config, verbose="auto"):
             unlock_directory(paths.output_dir)
             shutil.rmtree(paths.output_dir, ignore_errors=True)
         raise
+    # Settings a budgeted config leaves unset, from the corpus size (`training.recipe`).
+    streaming = splits.info.get("streaming", False)
+    config, recipe_line = resolve_recipe(
+        config, splits.info["num_train"] if streaming else len(splits.train)
+    )
     if context.is_chief:
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
@@ -196,6 +202,8 @@ def prepare_run(config, verbose="auto"):
            f"process(es)), output {paths.output_dir}")
     if context.is_chief:
         report(held_out_report(write_held_out(paths, splits)))
+    if recipe_line:
+        report(recipe_line)
     tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
         config, context, paths, report, splits, initial
     )

@@ -1,0 +1,253 @@
+"""The recipe: model, vocabulary, batch, warm-up and dropout from the corpus size and the budget.
+
+The defaults of `TrainingConfig` are the paper's, made for 4.5 M sentence pairs on 8 GPUs: on a
+700-pair corpus and 3 CPU minutes they give 25,000-token batches (the whole corpus in one
+step), a 37,000-token vocabulary and a 4,000-step warm-up the run never ends (issue 41: test
+BLEU 0.04). So a config that gives a budget (`training.minutes` or `training.train_steps`) and
+leaves any of these settings (and the checkpoint spacing) unset gets them from the row of `RECIPE` that fits its training
+pairs, once the run has counted them (`resolve_recipe`, called by `prepare_run`), and the run
+prints one line saying what it chose and why. A setting the config names wins (see
+`TrainingConfig.is_set`); so does a fine-tune (`training.init_from`: the translator's model and
+vocabulary), and a config with no budget keeps the defaults.
+
+| training pairs | model | vocabulary | tokens per batch | warm-up (most) | peak learning rate | source |
+| --- | --- | --- | --- | --- | --- | --- |
+| up to 5,000 | tiny: 2 layers, d_model 64, 4 heads, ff_dim 256, dropout 0.1 | 1,000 | 4,096 | 400 | 0.0125 | `configs/demo.toml`; measured here on 630 Bible pairs (docs/training.md) |
+| up to 100,000 | 2 layers, d_model 128, 4 heads, ff_dim 512, dropout 0.1 | 4,000 | 4,096 | 800 | 0.0031 | `configs/bible.toml` (31k pairs, 33.49 test BLEU in 60 min); carried, not measured at other sizes |
+| more | base: 6 layers, d_model 512, 8 heads, ff_dim 2048, dropout 0.1 | 37,000 | 25,000 | 4,000 | 0.0007 | the paper (4.5 M pairs); carried, not measured here |
+
+Vocabulary by corpus size follows Sennrich and Zhang (2019), "Revisiting Low-Resource Neural
+Machine Translation": small corpora want small subword vocabularies.
+
+**Warm-up.** At most the row's, and at most a fifth of the steps the budget gives:
+`training.train_steps`, or with a time budget a conservative estimate of the steps it allows
+(`estimated_steps`: 80 % of the minutes, at the row's `seconds_per_step`, the step time
+measured on this project's 2-core CPU machine under load, so a quiet or faster machine makes
+more steps and the warm-up is a smaller share of them: 8 % of a quiet 3-minute run here).
+The schedule's peak is `learning_rate_scale · d_model^-0.5 · warmup_steps^-0.5`, so a shorter
+warm-up peaks higher: with the recipe's model, `optimizer.learning_rate_scale` (unless set) is
+chosen so that the peak is the row's source config's (measured: a 72-step warm-up at
+demo.toml's scale 2.0, a peak of 0.029, stopped the tiny model learning).
+
+**Checkpoints.** Unless `training.checkpoint_every` or `training.average_checkpoints` is set,
+checkpoints are spaced so that the averaged ones span the last `AVERAGED_SHARE` of the steps
+(measured: averaging the epoch-end checkpoints of steps 200-510 of a 510-step run gave 0.78
+test BLEU, the weights of step 510 alone 2.32).
+
+Pure Python: importing this module imports neither Keras nor TensorFlow.
+"""
+
+import dataclasses
+import math
+
+from keras_transformer.hyperparameters import PRESETS
+
+# The `[model]` settings that choose the architecture: naming any of them leaves the
+# recipe's model (and its learning rate) out.
+ARCHITECTURE = ("preset", "num_layers", "num_decoder_layers", "d_model", "num_heads", "ff_dim")
+# The share of a time budget the recipe counts on for training steps (the rest: data,
+# tokenizer, compilation, validation).
+TRAINING_SHARE = 0.8
+# The largest share of the budget's steps a warm-up takes.
+WARMUP_SHARE = 0.2
+# The share of the budget's steps the averaged checkpoints span (the paper's base: the last 5
+# of checkpoints written every 10 minutes of 12 hours, ~7 %).
+AVERAGED_SHARE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeRow:
+    """One row of `RECIPE`: the settings for corpora of up to `max_pairs` training pairs.
+
+    Args:
+        name: str. The model's name in the run's line.
+        max_pairs: int. The largest corpus of the row (training pairs); `None` is no bound.
+        model: dict. The `[model]` settings (`preset` and `Transformer` arguments, dropout
+            included).
+        vocabulary_size: int. `data.vocabulary_size`.
+        tokens_per_batch: int. `data.tokens_per_batch`.
+        warmup_steps: int. The most warm-up steps (`optimizer.warmup_steps`).
+        learning_rate_scale: float. `optimizer.learning_rate_scale` of the source config.
+        seconds_per_step: float. A conservative step time (2-core CPU, loaded), for the steps
+            a time budget allows.
+        source: str. Where the row's values come from.
+    """
+
+    name: str
+    max_pairs: int | None
+    model: dict
+    vocabulary_size: int
+    tokens_per_batch: int
+    warmup_steps: int
+    learning_rate_scale: float
+    seconds_per_step: float
+    source: str
+
+    @property
+    def peak_learning_rate(self):
+        """The peak of the source config's schedule: `scale · d_model^-0.5 · warmup^-0.5`."""
+        return self.learning_rate_scale / math.sqrt(self.sizes["d_model"] * self.warmup_steps)
+
+    @property
+    def sizes(self):
+        """The model's `Transformer` arguments (the preset's, then the row's own)."""
+        return {**PRESETS.get(self.model.get("preset") or "base", {}), **self.model}
+
+
+RECIPE = (
+    # configs/demo.toml: the tiny preset, 1,000 word pieces, 4,096-token batches, warm-up 400
+    # at learning_rate_scale 2.0. Measured here on 630 training pairs of the Bible
+    # (docs/training.md, "Small corpus").
+    RecipeRow(
+        name="tiny",
+        max_pairs=5_000,
+        model={"preset": "tiny", "dropout": 0.1},
+        vocabulary_size=1_000,
+        tokens_per_batch=4_096,
+        warmup_steps=400,
+        learning_rate_scale=2.0,
+        # benchmarks/results/history.md: `make demo` at load 6-10, 0.25-0.42 s per step.
+        seconds_per_step=0.4,
+        source="configs/demo.toml",
+    ),
+    # configs/bible.toml (31,077 pairs): 33.49 test BLEU after 60 minutes. Carried to
+    # 5,000-100,000 pairs, not measured at other sizes.
+    RecipeRow(
+        name="small",
+        max_pairs=100_000,
+        model={"preset": "", "num_layers": 2, "d_model": 128, "num_heads": 4, "ff_dim": 512,
+               "dropout": 0.1},
+        vocabulary_size=4_000,
+        tokens_per_batch=4_096,
+        warmup_steps=800,
+        learning_rate_scale=1.0,
+        # benchmarks/results/history.md: `make bible` beside test suites, ~0.6 s per step.
+        seconds_per_step=0.6,
+        source="configs/bible.toml",
+    ),
+    # The paper's base model and recipe (Vaswani et al., 2017), for 4.5 M pairs: carried.
+    RecipeRow(
+        name="base",
+        max_pairs=None,
+        model={"preset": "base", "dropout": 0.1},
+        vocabulary_size=37_000,
+        tokens_per_batch=25_000,
+        warmup_steps=4_000,
+        learning_rate_scale=1.0,
+        # Not measured here: the small row's time scaled by parameters x tokens per batch.
+        seconds_per_step=0.6 * 44 * 25_000 / 4_096,
+        source="the paper's base",
+    ),
+)
+
+
+def recipe_row(num_pairs):
+    """The row of `RECIPE` for a corpus of `num_pairs` training pairs.
+
+    Example:
+
+    >>> recipe_row(700).name, recipe_row(31_000).name, recipe_row(4_500_000).name
+    ('tiny', 'small', 'base')
+    """
+    return next(row for row in RECIPE if row.max_pairs is None or num_pairs <= row.max_pairs)
+
+
+def has_budget(config):
+    """Whether `config` names a budget: `training.minutes` or `training.train_steps`."""
+    return bool(config.training.minutes) or config.is_set("training.train_steps")
+
+
+def estimated_steps(config, row):
+    """The steps the run's budget gives, and whether that is an estimate (a time budget).
+
+    A time budget's steps are a conservative estimate: `TRAINING_SHARE` of the minutes at the
+    row's `seconds_per_step`, at most `training.train_steps`.
+
+    Example:
+
+    >>> from keras_transformer.training.config import TrainingConfig
+    >>> estimated_steps(TrainingConfig().replace(**{"training.minutes": 3}), RECIPE[0])
+    (360, True)
+    """
+    train_steps, minutes = config.training.train_steps, config.training.minutes
+    if not minutes:
+        return train_steps, False
+    steps = int(minutes * 60 * TRAINING_SHARE / row.seconds_per_step)
+    return (train_steps, False) if train_steps <= steps else (max(1, steps), True)
+
+
+def resolve_recipe(config, num_pairs):
+    """The config with every recipe setting it leaves unset taken from `RECIPE`, and the one
+    line saying what was chosen and why (`None` when nothing was).
+
+    Args:
+        config: `TrainingConfig`.
+        num_pairs: int. The training pairs of the run's corpus.
+
+    Returns:
+        `(config, line)`.
+
+    Example:
+
+    >>> from keras_transformer.training.config import TrainingConfig
+    >>> config = TrainingConfig.from_dict({"training": {"train_steps": 2000}})
+    >>> config, line = resolve_recipe(config, 700)
+    >>> config.data.vocabulary_size, config.data.tokens_per_batch, config.optimizer.warmup_steps
+    (1000, 4096, 400)
+    """
+    if not has_budget(config) or config.training.init_from:
+        return config, None
+    row = recipe_row(num_pairs)
+    changes, chosen = {}, []
+    auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
+    if auto_model:
+        sizes = row.sizes
+        for name, value in row.model.items():
+            if name == "dropout" and config.is_set("model.dropout"):
+                continue
+            changes[f"model.{name}"] = value
+        dropout = changes.get("model.dropout", config.model.dropout)
+        chosen.append(
+            f"{row.name} model ({sizes['num_layers']} layers, d_model {sizes['d_model']}, "
+            f"{sizes['num_heads']} heads, ff_dim {sizes['ff_dim']}, dropout {dropout:g})"
+        )
+    elif not config.is_set("model.dropout"):
+        changes["model.dropout"] = row.model["dropout"]
+        chosen.append(f"dropout {row.model['dropout']:g}")
+    if not config.is_set("data.vocabulary_size") and not config.data.sentencepiece_model:
+        changes["data.vocabulary_size"] = row.vocabulary_size
+        chosen.append(f"vocabulary {row.vocabulary_size:,}")
+    if not config.is_set("data.tokens_per_batch"):
+        changes["data.tokens_per_batch"] = max(row.tokens_per_batch, config.data.max_length)
+        chosen.append(f"{changes['data.tokens_per_batch']:,}-token batches")
+    steps, estimated = estimated_steps(config, row)
+    if not config.is_set("optimizer.warmup_steps"):
+        warmup = max(1, min(row.warmup_steps, int(steps * WARMUP_SHARE)))
+        changes["optimizer.warmup_steps"] = warmup
+        if warmup == row.warmup_steps:
+            why = "the row's most"
+        elif estimated:
+            why = (f"a fifth of ~{steps:,} steps, a conservative estimate at "
+                   f"{row.seconds_per_step:g} s per step")
+        else:
+            why = f"a fifth of the {steps:,} steps"
+        chosen.append(f"warm-up {warmup:,} step{'s' * (warmup != 1)} ({why})")
+    if auto_model and not config.is_set("optimizer.learning_rate_scale"):
+        warmup = changes.get("optimizer.warmup_steps", config.optimizer.warmup_steps)
+        scale = round(row.peak_learning_rate * math.sqrt(row.sizes["d_model"] * warmup), 4)
+        changes["optimizer.learning_rate_scale"] = scale
+        chosen.append(f"learning_rate_scale {scale:g} (the row's peak rate "
+                      f"{row.peak_learning_rate:.3g})")
+    if not (config.is_set("training.checkpoint_every") or config.is_set("training.average_checkpoints")):
+        keep = config.training.average_checkpoints
+        every = max(1, int(steps * AVERAGED_SHARE / keep))
+        changes["training.checkpoint_every"] = every
+        chosen.append(f"a checkpoint every {every:,} step{'s' * (every != 1)} (the {keep} "
+                      f"averaged span the last ~{AVERAGED_SHARE:.0%} of the steps)")
+    if not changes:
+        return config, None
+    budget = (f"training.minutes = {config.training.minutes:g}" if config.training.minutes
+              else f"training.train_steps = {config.training.train_steps:,}")
+    line = (f"recipe for {num_pairs:,} training pairs and {budget} ({row.source}'s row): "
+            + ", ".join(chosen) + "; set any of them to override")
+    return config.replace(**changes), line

@@ -1,0 +1,144 @@
+"""The recipe (`training.recipe`): settings a budgeted config leaves unset, from the corpus size."""
+
+import json
+import math
+import os
+
+import pytest
+
+from keras_transformer.training.config import TrainingConfig, load_config
+from keras_transformer.training.recipe import RECIPE, estimated_steps, resolve_recipe
+
+
+def resolved(values, num_pairs):
+    return resolve_recipe(TrainingConfig.from_dict(values), num_pairs)
+
+
+def peak(config):
+    """The warm-up schedule's peak learning rate of `config`'s model."""
+    d_model = {"tiny": 64, "base": 512}.get(config.model.preset) or config.model.d_model
+    scale = config.optimizer.learning_rate_scale
+    return scale / math.sqrt(d_model * config.optimizer.warmup_steps)
+
+
+@pytest.mark.parametrize(
+    "num_pairs, training, expected",
+    [
+        # Up to 5,000 pairs: configs/demo.toml's sizes; 3 minutes at 0.4 s per step (a
+        # conservative 360 steps): a warm-up of a fifth of them.
+        (700, {"minutes": 3}, ("tiny", None, 1000, 4096, 72)),
+        (5000, {"train_steps": 1000}, ("tiny", None, 1000, 4096, 200)),
+        # A long budget: the row's own warm-up (demo.toml's 400), not a tenth of it.
+        (700, {"minutes": 600}, ("tiny", None, 1000, 4096, 400)),
+        # 5,000-100,000 pairs: configs/bible.toml's; 60 minutes at 0.6 s per step: 4,800
+        # steps, whose fifth is more than the row's 800.
+        (31_000, {"minutes": 60}, ("", 128, 4000, 4096, 800)),
+        (31_000, {"minutes": 20}, ("", 128, 4000, 4096, 320)),
+        # More: the paper's base.
+        (4_500_000, {"train_steps": 100_000}, ("base", None, 37000, 25000, 4000)),
+    ],
+)
+def test_the_row_and_the_warmup_follow_the_corpus_and_the_budget(num_pairs, training, expected):
+    config, line = resolved({"training": training}, num_pairs)
+    model, data, optimizer = config.model, config.data, config.optimizer
+    assert (model.preset, model.d_model, data.vocabulary_size, data.tokens_per_batch,
+            optimizer.warmup_steps) == expected
+    assert model.dropout == 0.1
+    # A shorter warm-up keeps the source config's peak learning rate.
+    row = next(row for row in RECIPE if row.max_pairs is None or num_pairs <= row.max_pairs)
+    assert peak(config) == pytest.approx(row.peak_learning_rate, rel=1e-3)
+    # The averaged checkpoints span the last tenth of the (estimated) steps.
+    steps, _ = estimated_steps(config, row)
+    assert config.training.checkpoint_every == steps // 50
+    assert line.startswith(f"recipe for {num_pairs:,} training pairs and training.")
+    assert f"warm-up {optimizer.warmup_steps:,} steps" in line
+    assert line.endswith("set any of them to override")
+
+
+def test_a_time_budget_is_a_conservative_estimate_at_most_train_steps():
+    tiny = RECIPE[0]
+    config = TrainingConfig.from_dict({"training": {"minutes": 3}})
+    assert estimated_steps(config, tiny) == (360, True)  # 3 × 60 × 0.8 / 0.4
+    config = TrainingConfig.from_dict({"training": {"minutes": 3, "train_steps": 100}})
+    assert estimated_steps(config, tiny) == (100, False)
+    config, line = resolve_recipe(config, 700)
+    assert config.optimizer.warmup_steps == 20
+    assert "a fifth of the 100 steps" in line
+
+
+def test_explicit_settings_win():
+    # Named in the file, even at the default value (37,000 is the default).
+    config, line = resolved(
+        {"data": {"vocabulary_size": 37000}, "optimizer": {"warmup_steps": 4000},
+         "training": {"minutes": 3}},
+        700,
+    )
+    assert config.data.vocabulary_size == 37000 and config.optimizer.warmup_steps == 4000
+    assert config.data.tokens_per_batch == 4096 and config.model.preset == "tiny"
+    assert "vocabulary" not in line and "warm-up" not in line
+    # A model named (any size) leaves the recipe's model and learning rate out; dropout still
+    # comes from the recipe unless named.
+    config, line = resolved({"model": {"d_model": 32}, "training": {"train_steps": 500}}, 700)
+    assert config.model.d_model == 32 and config.model.preset == "tiny"
+    assert config.optimizer.learning_rate_scale == 1.0
+    assert "model" not in line.split(":", 1)[1] and "dropout 0.1" in line
+    config, _ = resolved({"model": {"dropout": 0.3}, "training": {"train_steps": 500}}, 700)
+    assert config.model.dropout == 0.3 and config.model.preset == "tiny"
+    # Everything named: nothing chosen, no line.
+    values = {
+        "model": {"preset": "tiny", "dropout": 0.1},
+        "data": {"vocabulary_size": 500, "tokens_per_batch": 1024},
+        "optimizer": {"warmup_steps": 50},
+        "training": {"train_steps": 500, "checkpoint_every": 100},
+    }
+    config, line = resolved(values, 700)
+    assert line is None and config.to_dict() == TrainingConfig.from_dict(values).to_dict()
+
+
+def test_no_budget_or_a_fine_tune_keeps_the_defaults():
+    for values in ({"data": {"dataset": "number_words"}},
+                   {"training": {"minutes": 3, "init_from": "runs/demo/translator.keras"}}):
+        config, line = resolved(values, 700)
+        assert line is None
+        assert config.data.vocabulary_size == 37000 and config.optimizer.warmup_steps == 4000
+
+
+def test_named_settings_survive_replace_and_files(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('[data]\ndataset = "tsv"\npath = "x.tsv"\ntokens_per_batch = 25000\n'
+                    "[training]\nminutes = 3\n")
+    config = load_config(path, {"optimizer.warmup_steps": 4000})
+    assert config.is_set("data.tokens_per_batch") and config.is_set("optimizer.warmup_steps")
+    assert not config.is_set("data.vocabulary_size")
+    config = config.replace(**{"data.vocabulary_size": 37000})
+    assert config.is_set("data.vocabulary_size") and config.is_set("data.tokens_per_batch")
+    # Built from the dataclasses: a value other than the default counts as set.
+    assert not TrainingConfig().is_set("data.tokens_per_batch")
+
+
+def test_a_run_prints_the_line_and_writes_the_chosen_settings(tiny_run, capsys):
+    from keras_transformer.training import train
+
+    # The tiny run without its sizes, vocabulary, batch, warm-up and checkpoints: 4 steps on
+    # 400 pairs.
+    values = tiny_run(training={"train_steps": 4})
+    for section, key in (("data", "vocabulary_size"), ("data", "tokens_per_batch"),
+                         ("optimizer", "warmup_steps"), ("model", "preset"),
+                         ("training", "checkpoint_every"), ("training", "average_checkpoints")):
+        del values[section][key]
+    result = train(values, verbose=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("recipe")]
+    assert len(lines) == 1
+    assert lines[0].startswith("recipe for 400 training pairs and training.train_steps = 4 "
+                               "(configs/demo.toml's row): tiny model")
+    with open(os.path.join(result.output_dir, "train_config.json")) as file:
+        written = json.load(file)
+    assert written["data"]["vocabulary_size"] == 1000
+    assert written["data"]["tokens_per_batch"] == 4096
+    assert written["optimizer"]["warmup_steps"] == 1  # a fifth of 4 steps, at least 1
+    assert written["optimizer"]["learning_rate_scale"] == 0.1  # demo.toml's peak, 0.0125
+    assert written["training"]["checkpoint_every"] == 1
+    assert result.metrics["averaged_checkpoints"] == [1, 2, 3, 4]
+    assert written["model"]["preset"] == "tiny" and written["model"]["dropout"] == 0.1
+    assert result.config.to_dict() == written
+    assert result.metrics["steps"] == 4
