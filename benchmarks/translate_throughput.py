@@ -6,6 +6,8 @@ with the `translator.keras` of a `make bible` run through
 - `Translator` on TensorFlow, JAX and PyTorch (`keras-tensorflow`, `keras-jax`, `keras-torch`),
 - the string SavedModel the run exported (`saved_model`, TensorFlow only),
 - CTranslate2 float32 and int8 (`ct2-float32`, `ct2-int8`; exported here from the same weights),
+- the same Keras `Translator`s quantized to int8 when loaded (`keras-tensorflow-int8`,
+  `keras-jax-int8`, `keras-torch-int8`: `Translator.quantize("int8")`),
 
 each through four tasks (`--tasks`):
 
@@ -49,7 +51,10 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-ENGINES = ("keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8")
+ENGINES = (
+    "keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8",
+    "keras-tensorflow-int8", "keras-jax-int8", "keras-torch-int8",
+)  # fmt: skip
 TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
 # What the SavedModel's signatures cannot do.
@@ -58,10 +63,17 @@ SAVED_MODEL_BATCH = 64  # the SavedModel's requests (sorted by length)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def test_pairs(limit):
-    from keras_transformer.datasets import sword_bible
+def test_pairs(limit, test_set="bible"):
+    """The held-out pairs: the Bible test verses, or (`number_words`) the number-words test
+    numbers (`keras_transformer.datasets.number_words`, as the tests' translator learns)."""
+    if test_set == "number_words":
+        from keras_transformer.datasets import number_words
 
-    pairs = list(sword_bible().test)
+        pairs = list(number_words().test)
+    else:
+        from keras_transformer.datasets import sword_bible
+
+        pairs = list(sword_bible().test)
     return pairs[:limit] if limit else pairs
 
 
@@ -71,13 +83,17 @@ def first_words(references):
 
 
 def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, workdir,
-               concurrent_batches=None):  # fmt: skip
+               concurrent_batches=None, jit_compile=None):  # fmt: skip
     """Runs in the child process: `{task: (first_s, second_s, second_cpu_s, outputs)}`."""
     if engine.startswith("keras-"):
         from keras_transformer.translator import Translator
 
         translator = Translator.load(os.path.join(run_dir, "translator.keras"))
         translator.concurrent_batches = concurrent_batches
+        if jit_compile is not None:
+            translator.jit_compile = bool(jit_compile)
+        if engine.endswith("-int8"):
+            translator.quantize("int8")
     elif engine == "saved_model":
         from keras_transformer.engines import SavedModelTranslator
 
@@ -161,6 +177,7 @@ def child(args):
         args.threads,
         args.workdir,
         args.concurrent_batches,
+        args.jit_compile,
     )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     found = {
@@ -176,7 +193,7 @@ def parent(args):
 
     from keras_transformer.translator import Translator
 
-    pairs = test_pairs(args.limit)
+    pairs = test_pairs(args.limit, args.test_set)
     sources = [source for source, _ in pairs]
     references = [target for _, target in pairs]
     # The target tokenizer counts output word pieces identically for every engine.
@@ -193,7 +210,7 @@ def parent(args):
             json.dump([sources, references], file)
         for engine in args.engines:
             output = os.path.join(workdir, f"{engine}.json")
-            backend = engine.split("-", 1)[1] if engine.startswith("keras-") else "tensorflow"
+            backend = engine.split("-")[1] if engine.startswith("keras-") else "tensorflow"
             env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
             command = [
                 sys.executable, os.path.abspath(__file__), "--child", "--engine", engine,
@@ -203,6 +220,8 @@ def parent(args):
             ]  # fmt: skip
             if args.concurrent_batches:
                 command += ["--concurrent-batches", str(args.concurrent_batches)]
+            if args.jit_compile is not None:
+                command += ["--jit-compile", str(int(args.jit_compile))]
             print(f"{engine}: {len(sources)} verses, tasks {' '.join(args.tasks)} ...", flush=True)
             subprocess.run(command, env=env, check=True)
             with open(output, encoding="utf-8") as file:
@@ -262,11 +281,12 @@ def write_results(args, rows, num_sentences):
     from train_throughput import machine_description  # benchmarks/ is on sys.path when run
 
     header = [
-        f"Translation throughput, {num_sentences} Bible test verses, beam {args.beam_size}, "
+        f"Translation throughput, {num_sentences} {args.test_set} test pairs, beam {args.beam_size}, "
         f"{args.threads} threads, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. "
         f"{machine_description()}. fp32 matmul (TensorFlow, 1024x1024) "
         f"{args.matmul_gflops[0]:.0f} GFLOP/s before, {args.matmul_gflops[1]:.0f} after. "
-        f"Keras engines: concurrent_batches={args.concurrent_batches or 'default'}. "
+        f"Keras engines: concurrent_batches={args.concurrent_batches or 'default'}, "
+        f"jit_compile={'saved' if args.jit_compile is None else bool(args.jit_compile)}. "
         f"Same: outputs identical to the first engine's ({rows[0]['engine']}); for score, "
         "log probabilities within 1e-3 of its, and the BLEU column gives the largest "
         "difference (and the mean log probability). Peak RSS: of the engine's process, all "
@@ -309,6 +329,19 @@ def main():
         "--results",
         default="translate_throughput",
         help="file name (no extension) of the table written to benchmarks/results/",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help="set the Keras engines' Translator.jit_compile (default: the saved translator's)",
+    )
+    parser.add_argument(
+        "--test-set",
+        choices=("bible", "number_words"),
+        default="bible",
+        help="the held-out pairs translated (default: the Bible test verses)",
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", help=argparse.SUPPRESS)

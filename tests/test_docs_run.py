@@ -124,7 +124,7 @@ def _given(page, directory, request):
     """The namespace and files a page expects its reader to have."""
     if page == "docs/data_and_tokenizers.md":
         _sentencepiece_model(directory / "my.model")  # "or a model trained elsewhere"
-    if page not in ("docs/presets.md", "docs/serving.md"):
+    if page not in ("docs/presets.md", "docs/serving.md", "docs/lora.md", "docs/quantization.md"):
         return {}
     translator, _, keras_path = request.getfixturevalue("number_translator")
     run = directory / "runs" / "demo"
