@@ -1,0 +1,155 @@
+"""int8 against float32 matrix products on this CPU, per framework: why an int8 `Translator`
+gains what it gains.
+
+The shapes are those of a decoding step of an OPUS-MT-sized model (d_model 512, d_ff 2048,
+a 32,000-piece vocabulary) for 32 rows (8 sentences x beam 4) and 256 rows: a projection
+(512 -> 2048), the feed-forward output (2048 -> 512) and the pre-softmax projection
+(512 -> 32,000). For each, the microseconds (wall and process CPU) of one product:
+
+- TensorFlow `tf.matmul` float32, int8 x int8 -> int32 (`output_type`), and int8 weights cast
+  to float32 at each call (weight-only), each eager and under XLA (`jit_compile=True`);
+- JAX (XLA) float32 and int8 x int8 -> int32 (`preferred_element_type`);
+- PyTorch float32, `torch._int_mm` (int8 x int8 -> int32 through oneDNN on CPU; Keras' PyTorch
+  backend uses it on CUDA only), and `torch.ao.quantization.quantize_dynamic`'s `Linear`.
+
+```
+python benchmarks/int8_matmul.py            # about a minute
+```
+
+The table is printed and written to `benchmarks/results/int8_matmul.md` (and `.json`).
+"""
+
+import argparse
+import json
+import os
+import time
+import warnings
+
+import numpy as np
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+SHAPES = ((32, 512, 2048), (32, 2048, 512), (32, 512, 32000), (256, 512, 2048))
+
+
+def timed(function, *arguments, rounds=100, sync=lambda result: result):
+    """`(wall µs, CPU µs)` of one call, the mean of `rounds` after one warm call."""
+    sync(function(*arguments))
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(rounds):
+        result = function(*arguments)
+    sync(result)
+    return (
+        (time.perf_counter() - start) / rounds * 1e6,
+        (time.process_time() - cpu) / rounds * 1e6,
+    )
+
+
+def operands(rows, depth, units):
+    generator = np.random.default_rng(0)
+    x = generator.standard_normal((rows, depth), dtype=np.float32)
+    w = generator.standard_normal((depth, units), dtype=np.float32)
+    xq = generator.integers(-127, 128, (rows, depth)).astype(np.int8)
+    wq = generator.integers(-127, 128, (depth, units)).astype(np.int8)
+    return x, w, xq, wq
+
+
+def tensorflow_rows(shape, threads):
+    import tensorflow as tf
+
+    x, w, xq, wq = (tf.constant(a) for a in operands(*shape))
+    rows = []
+    for jit in (False, True):
+        where = "XLA" if jit else "eager"
+        f32 = tf.function(lambda a, b: tf.matmul(a, b), jit_compile=jit)
+        i8 = tf.function(lambda a, b: tf.matmul(a, b, output_type=tf.int32), jit_compile=jit)
+        wo = tf.function(lambda a, b: tf.matmul(a, tf.cast(b, tf.float32)), jit_compile=jit)
+        sync = lambda result: result.numpy()  # noqa: E731
+        rows.append((f"TensorFlow {where}", "float32", timed(f32, x, w, sync=sync)))
+        rows.append((f"TensorFlow {where}", "int8 x int8", timed(i8, xq, wq, sync=sync)))
+        rows.append((f"TensorFlow {where}", "int8 weights only", timed(wo, x, wq, sync=sync)))
+    return rows
+
+
+def jax_rows(shape, threads):
+    import jax
+    import jax.numpy as jnp
+
+    x, w, xq, wq = (jnp.asarray(a) for a in operands(*shape))
+    f32 = jax.jit(lambda a, b: a @ b)
+    i8 = jax.jit(lambda a, b: jax.lax.dot(a, b, preferred_element_type=jnp.int32))
+    sync = lambda result: result.block_until_ready()  # noqa: E731
+    return [
+        ("JAX (XLA)", "float32", timed(f32, x, w, sync=sync)),
+        ("JAX (XLA)", "int8 x int8", timed(i8, xq, wq, sync=sync)),
+    ]
+
+
+def torch_rows(shape, threads):
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w, xq, wq = (torch.from_numpy(a) for a in operands(*shape))
+    rows = [
+        ("PyTorch", "float32", timed(torch.matmul, x, w)),
+        ("PyTorch", "int8 x int8 (torch._int_mm)", timed(torch._int_mm, xq, wq)),
+    ]
+    linear = torch.nn.Linear(shape[1], shape[2])
+    linear.weight.data = w.T.contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's note that it moves to torchao
+        dynamic = torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8
+        )
+    with torch.no_grad():
+        rows.append(("PyTorch", "quantize_dynamic Linear", timed(dynamic, x)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--results", default="int8_matmul")
+    args = parser.parse_args()
+    from train_throughput import machine_description, matmul_timer  # benchmarks/ on sys.path
+
+    matmul = matmul_timer("tensorflow")
+    before = matmul()
+    found = []
+    for shape in SHAPES:
+        for measure in (tensorflow_rows, jax_rows, torch_rows):
+            for framework, kind, (wall, cpu) in measure(shape, args.threads):
+                found.append(dict(shape=list(shape), framework=framework, kind=kind,
+                                  wall_us=wall, cpu_us=cpu))  # fmt: skip
+                print(found[-1], flush=True)
+    after = matmul()
+    for row in found:
+        base = next(
+            other for other in found
+            if other["shape"] == row["shape"] and other["framework"] == row["framework"]
+            and other["kind"] == "float32"
+        )  # fmt: skip
+        row["speed_vs_float32"] = base["wall_us"] / row["wall_us"]
+    header = [
+        f"One matrix product (rows x depth -> units), {args.threads} threads. "
+        f"{machine_description()}. fp32 matmul (TensorFlow, 1024x1024) {before:.0f} GFLOP/s "
+        f"before, {after:.0f} after. Speed: the same framework's float32 time / this time.",
+        "",
+        "| Shape | Framework | Product | Wall (µs) | CPU (µs) | Speed vs float32 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    lines = header + [
+        f"| {'x'.join(map(str, row['shape']))} | {row['framework']} | {row['kind']} | "
+        f"{row['wall_us']:.0f} | {row['cpu_us']:.0f} | {row['speed_vs_float32']:.2f}x |"
+        for row in found
+    ]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{args.results}.md"), "w", encoding="utf-8") as file:
+        file.write(table)
+    with open(os.path.join(RESULTS, f"{args.results}.json"), "w", encoding="utf-8") as file:
+        json.dump(found, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()
