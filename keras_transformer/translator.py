@@ -9,6 +9,7 @@ import functools
 import inspect
 import os
 import threading
+import warnings
 import zipfile
 
 import keras
@@ -349,13 +350,22 @@ class Translator(keras.Model):
     def quantize(self, mode="int8", **kwargs):
         """Quantizes the model's weights to int8 (`Transformer.quantize`); the searches compiled
         so far are dropped and compile again on first use. The quantized translator saves,
-        loads and exports as any other.
+        loads and exports as any other. On TensorFlow, decode it with `jit_compile=True`
+        (warned otherwise): int8 products pay under XLA only.
 
         Args:
             mode: str. `"int8"`.
             **kwargs: `Transformer.quantize` arguments.
         """
         self.model.quantize(mode, **kwargs)
+        if _backend.is_tensorflow() and not self.jit_compile:
+            # benchmarks/results/int8_matmul.md: 0.29-0.38x float32's speed without XLA.
+            warnings.warn(
+                "This translator decodes without XLA (jit_compile=False): on TensorFlow, int8 "
+                "products run about 3x slower than float32 ones without it. Set "
+                "`translator.jit_compile = True` (docs/quantization.md).",
+                stacklevel=2,
+            )
         with _GENERATOR_LOCK:
             self._generator = None
             self._search_lengths = ()
