@@ -534,6 +534,7 @@ def _check_weight_memory(dtype, norm_first, share_embeddings, **sizes):
             f"more than this machine's {available} bytes of memory. Received: {received}"
         )
 
+
 def _resolve_policies(model):
     """Gives each built layer of a loaded quantized model its own policy from the model's
     `DTypePolicyMap`. The layers were built from the map (each kernel int8 or float by its
