@@ -20,14 +20,11 @@ The table is printed and written to `benchmarks/results/int8_matmul.md` (and `.j
 """
 
 import argparse
-import json
-import os
 import time
 import warnings
 
 import numpy as np
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SHAPES = ((32, 512, 2048), (32, 2048, 512), (32, 512, 32000), (256, 512, 2048))
 
 
@@ -137,19 +134,16 @@ def main():
         "| Shape | Framework | Product | Wall (µs) | CPU (µs) | Speed vs float32 |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    lines = header + [
+    from translate_throughput import write_table  # benchmarks/ is on sys.path when run
+
+    write_table(args.results, header, found, format_row)
+
+
+def format_row(row):
+    return (
         f"| {'x'.join(map(str, row['shape']))} | {row['framework']} | {row['kind']} | "
         f"{row['wall_us']:.0f} | {row['cpu_us']:.0f} | {row['speed_vs_float32']:.2f}x |"
-        for row in found
-    ]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.results}.md"), "w", encoding="utf-8") as file:
-        file.write(table)
-    with open(os.path.join(RESULTS, f"{args.results}.json"), "w", encoding="utf-8") as file:
-        json.dump(found, file, indent=1)
-
+    )
 
 if __name__ == "__main__":
     main()
