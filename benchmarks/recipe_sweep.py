@@ -1,0 +1,301 @@
+"""The small-corpus recipe, found by measurement: short Bible trainings, one setting changed each.
+
+Two tasks. `--task bible`: each trial trains `configs/bible.toml` (Spanish -> English, 31k verse pairs; 1,000 validation
+and 1,000 test verses) for a fixed number of optimizer steps with some settings changed
+(`--set` of `keras-transformer train`), in its own process, then scores its translator (beam 4)
+on the run's 1,000 validation verses (`valid.src` / `valid.ref`: the sweep chooses by these)
+and reads the test BLEU the run computed (reported, never used to choose). A row per trial goes
+to `benchmarks/results/recipe_sweep.jsonl` (appended as each trial ends, so an interrupted
+sweep keeps its rows and a second call skips the trials it has), and the table of all rows to
+`recipe_sweep.md`: setting, steps, wall and CPU seconds of the training process, CPU seconds
+per step, validation and test BLEU, and the machine's fp32 matmul rate and load at the start.
+
+Why steps and not minutes: a sweep shares the machine (test suites, other trials), and the
+BLEU of a fixed number of steps does not depend on the load, while the minutes do. Settings
+that change the cost of a step (the model's size, the batch, the vocabulary) are compared by
+their CPU seconds per step too: `make bible` trains for 60 minutes, so a setting that costs
+2x per step gets half the steps there. A trial's `steps_factor` gives such a setting a budget
+of equal tokens (half the batch: twice the steps).
+
+`--task tsv700`: issue 41's small-corpus journey. A TSV of the first 700 verse pairs of the
+Bible (Genesis 1.1 to 26.7; the run holds out 35 + 35 of them and trains on 630) and a config
+of nothing but `dataset = "tsv"`, `path` and the step budget, so the recipe
+(`keras_transformer.training.recipe`) picks the rest; a trial changes some settings on top.
+Its 35 validation verses are too few to choose by, so the sweep scores the next 500 verses of
+the Bible (Genesis 26.8 on, never trained on) and still reports the run's 35-verse test BLEU.
+
+What a short trial cannot show: regularisation (dropout, label smoothing) pays when a run
+sees the corpus many times; 1,500 steps of 4,096 tokens is about 5 epochs of the Bible, a
+60-minute `make bible` on a 200 GFLOP/s machine 40-60. The `--steps` of the long trials is
+the caller's.
+
+Usage:
+
+    python benchmarks/recipe_sweep.py --list
+    python benchmarks/recipe_sweep.py --steps 1500                   # every trial
+    python benchmarks/recipe_sweep.py --steps 1500 --trials base lr2  # some
+    python benchmarks/recipe_sweep.py --table                         # rewrite the table
+    python benchmarks/recipe_sweep.py --task tsv700 --steps 500 --trials base dropout3
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+CONFIG = os.path.join(REPO, "configs", "bible.toml")
+DEFAULT_WORKDIR = os.path.join(REPO, "runs", "recipe_sweep")
+
+# Settings every trial of `--task bible` shares: no time budget (steps decide), checkpoints every 100 steps of
+# which the last 3 are averaged (bible.toml's 250 x 5 would average weights of step 500
+# into a 1,500-step run), no validation BLEU during the run, no SavedModel.
+BIBLE_COMMON = {
+    "training.minutes": 0,
+    "training.checkpoint_every": 100,
+    "training.average_checkpoints": 3,
+    "training.backup_every": 500,
+    "training.tensorboard": "false",
+    "evaluation.bleu_sentences": 0,
+    "export.saved_model": "false",
+}
+
+# name -> (settings changed from configs/bible.toml, steps_factor, what it tests).
+TRIALS = {
+    "base": ({}, 1, "configs/bible.toml as it is (2+2 layers, d_model 128, 4k WordPiece)"),
+    # learning rate: the peak is scale * d_model^-0.5 * warmup^-0.5 (0.0031 in bible.toml)
+    "lr2": ({"optimizer.learning_rate_scale": 2.0}, 1, "peak learning rate x2 (0.0063)"),
+    "lr3": ({"optimizer.learning_rate_scale": 3.0}, 1, "peak learning rate x3 (0.0094)"),
+    "warmup400": ({"optimizer.warmup_steps": 400}, 1, "warm-up 400 (peak x1.41)"),
+    # batch: half the tokens per step, twice the steps (equal tokens seen)
+    "batch2k": ({"data.tokens_per_batch": 2048}, 2, "2,048-token batches, 2x steps"),
+    "batch8k": ({"data.tokens_per_batch": 8192}, 0.5, "8,192-token batches, 0.5x steps"),
+    # vocabulary (Sennrich and Zhang 2019: small corpora want small vocabularies)
+    "vocab500": ({"data.vocabulary_size": 500}, 1, "500 word pieces"),
+    "vocab2k": ({"data.vocabulary_size": 2000}, 1, "2,000 word pieces"),
+    "vocab8k": ({"data.vocabulary_size": 8000}, 1, "8,000 word pieces"),
+    "sentencepiece4k": ({"data.tokenizer": "sentencepiece"}, 1, "4,000 SentencePiece pieces"),
+    # regularisation (Araabi and Monz 2020: more dropout, attention dropout on small data)
+    "dropout0": ({"model.dropout": 0.0}, 1, "no dropout"),
+    "dropout2": ({"model.dropout": 0.2}, 1, "dropout 0.2"),
+    "dropout3": ({"model.dropout": 0.3}, 1, "dropout 0.3"),
+    "dropout3att": ({"model.dropout": 0.3, "model.attention_dropout": 0.1}, 1,
+                    "dropout 0.3, attention dropout 0.1"),
+    "attdrop1": ({"model.attention_dropout": 0.1}, 1, "attention dropout 0.1"),
+    "smooth0": ({"training.label_smoothing": 0.0}, 1, "no label smoothing"),
+    "smooth2": ({"training.label_smoothing": 0.2}, 1, "label smoothing 0.2"),
+    # size (a 60-minute budget: bigger costs steps)
+    "layers3": ({"model.num_layers": 3}, 1, "3+3 layers"),
+    "d192": ({"model.d_model": 192, "model.ff_dim": 768}, 1, "d_model 192, ff_dim 768"),
+    "d256": ({"model.d_model": 256, "model.ff_dim": 1024}, 1, "d_model 256, ff_dim 1024"),
+    "heads2": ({"model.num_heads": 2}, 1, "2 heads"),
+    "ff1024": ({"model.ff_dim": 1024}, 1, "ff_dim 1024"),
+    "untied": ({"model.share_embeddings": "false"}, 1, "separate embeddings and projection"),
+    # checkpoint averaging
+    "avg1": ({"training.average_checkpoints": 1}, 1, "last checkpoint alone"),
+    "avg5": ({"training.average_checkpoints": 5}, 1, "average of the last 5 (400 steps)"),
+}
+
+
+def matmul_rate(n=2048, repeats=10):
+    """The machine's fp32 matmul rate (GFLOP/s, NumPy, all cores) now."""
+    import numpy as np
+
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    a @ a
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ a
+    return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def command(*arguments):
+    return [sys.executable, "-m", "keras_transformer.cli", *arguments]
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def small_corpus(workdir, pairs=700, extra=500):
+    """`--task tsv700`'s files in `workdir`: the TSV of the first `pairs` verse pairs, its
+    config (data and nothing else) and the next `extra` verses as validation files."""
+    from keras_transformer.datasets.sword_bible import extract_verses
+
+    paths = {name: os.path.join(workdir, name)
+             for name in ("bible700.tsv", "bible700.toml", "valid.src", "valid.ref")}
+    if all(os.path.exists(path) for path in paths.values()):
+        return paths
+    verses = [(source.strip(), target.strip())
+              for _, source, target in extract_verses("spaRV1909eb", "engWEB2015eb")
+              if source.strip() and target.strip() and "\t" not in source + target]
+    with open(paths["bible700.tsv"], "w", encoding="utf-8") as file:
+        file.writelines(f"{source}\t{target}\n" for source, target in verses[:pairs])
+    for index, name in enumerate(("valid.src", "valid.ref")):
+        with open(paths[name], "w", encoding="utf-8") as file:
+            file.writelines(pair[index] + "\n" for pair in verses[pairs:pairs + extra])
+    with open(paths["bible700.toml"], "w", encoding="utf-8") as file:
+        file.write(f'[data]\ndataset = "tsv"\npath = "{paths["bible700.tsv"]}"\n')
+    return paths
+
+
+def run_trial(task, name, steps, workdir, backend, log):
+    settings, steps_factor, about = TRIALS[name]
+    trial_steps = max(1, round(steps * steps_factor))
+    output_dir = os.path.join(workdir, name)
+    shutil.rmtree(output_dir, ignore_errors=True)
+    if task == "bible":
+        config, common = CONFIG, BIBLE_COMMON
+        valid = (os.path.join(output_dir, "valid.src"), os.path.join(output_dir, "valid.ref"))
+    else:
+        paths = small_corpus(workdir)
+        config, common = paths["bible700.toml"], {"training.tensorboard": "false"}
+        valid = (paths["valid.src"], paths["valid.ref"])
+    sets = {**common, **settings}
+    arguments = ["train", config, "--output-dir", output_dir, "--train-steps", str(trial_steps),
+                 "--progress", "0"]
+    for key, value in sets.items():
+        arguments += ["--set", f"{key}={value}"]
+    environment = {**os.environ, "KERAS_BACKEND": backend}
+    rate, load = matmul_rate(), os.getloadavg()[0]
+    cpu, start = children_cpu(), time.perf_counter()
+    subprocess.run(command(*arguments), check=True, env=environment, stdout=log, stderr=log,
+                   cwd=REPO)
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as file:
+        metrics = json.load(file)
+    scores = subprocess.run(
+        command("evaluate", "--model", os.path.join(output_dir, "translator.keras"),
+                "--sources", valid[0], "--references", valid[1],
+                "--metrics", "bleu", "chrf", "--json"),
+        check=True, env=environment, capture_output=True, text=True, cwd=REPO,
+    )
+    valid = json.loads(scores.stdout)
+    return {
+        "task": task,
+        "trial": name,
+        "about": about,
+        "settings": settings,
+        "steps": metrics["steps"],
+        "train_seconds": metrics["train_seconds"],
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "cpu_seconds_per_step": round(metrics_cpu_per_step(cpu, metrics), 3),
+        "val_bleu": round(score(valid, "bleu"), 2),
+        "val_chrf": round(score(valid, "chrf"), 2),
+        "test_bleu": round(metrics["test_bleu"], 2),
+        "matmul_gflops": round(rate),
+        "load": round(load, 2),
+        "backend": backend,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def metrics_cpu_per_step(cpu, metrics):
+    # The whole process (data, tokenizer, test translation included): an upper bound of a
+    # step's cost, comparable between trials of the same steps.
+    return cpu / max(1, metrics["steps"])
+
+
+def score(results, metric):
+    """The `metric` score of `evaluate --json`'s output (a dict, or a list of such)."""
+    entries = results if isinstance(results, list) else [results]
+    for entry in entries:
+        for key in (metric, metric.upper()):
+            value = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(value, dict):
+                value = value.get("score")
+            if isinstance(value, (int, float)):
+                return float(value)
+        nested = entry.get("scores") if isinstance(entry, dict) else None
+        if nested:
+            return score(nested, metric)
+    raise KeyError(f"no {metric} in the output of evaluate --json: {results}")
+
+
+def read_rows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as file:
+        return [json.loads(line) for line in file if line.strip()]
+
+
+def write_table(rows, path):
+    base = {row["steps"]: row["val_bleu"] for row in rows if row["trial"] == "base"}
+    lines = [
+        "| trial | what | steps | CPU s | CPU s/step | val BLEU | vs base | test BLEU | "
+        "matmul GFLOP/s | load | date |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in sorted(rows, key=lambda row: -row["val_bleu"]):
+        reference = base.get(row["steps"]) or next(
+            (value for steps, value in base.items()
+             if abs(steps - row["steps"]) <= 0.5 * row["steps"]), None)
+        delta = "" if reference is None or row["trial"] == "base" else (
+            f"{row['val_bleu'] - reference:+.2f}")
+        lines.append(
+            f"| {row['trial']} | {row['about']} | {row['steps']} | {row['cpu_seconds']:.0f} | "
+            f"{row['cpu_seconds_per_step']:.3f} | {row['val_bleu']:.2f} | {delta} | "
+            f"{row['test_bleu']:.2f} | {row['matmul_gflops']} | {row['load']} | {row['date']} |"
+        )
+    table = "\n".join(lines) + "\n"
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(table)
+    return table
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=("bible", "tsv700"), default="bible")
+    parser.add_argument("--trials", nargs="+", choices=TRIALS, default=list(TRIALS))
+    parser.add_argument("--steps", type=int, default=1500, help="optimizer steps of a trial")
+    parser.add_argument("--backend", default="tensorflow")
+    parser.add_argument("--workdir", default=DEFAULT_WORKDIR)
+    parser.add_argument("--results", default="",
+                        help="file name (no extension) in benchmarks/results/ (default: "
+                        "recipe_sweep for bible, recipe_sweep_tsv700)")
+    parser.add_argument("--again", action="store_true", help="rerun trials already recorded")
+    parser.add_argument("--list", action="store_true", help="print the trials and stop")
+    parser.add_argument("--table", action="store_true", help="rewrite the table and stop")
+    arguments = parser.parse_args()
+    if arguments.list:
+        for name, (settings, factor, about) in TRIALS.items():
+            print(f"{name:16} x{factor:<4} {about}  {settings}")
+        return
+    results = arguments.results or (
+        "recipe_sweep" if arguments.task == "bible" else f"recipe_sweep_{arguments.task}")
+    if arguments.workdir == DEFAULT_WORKDIR and arguments.task != "bible":
+        arguments.workdir = f"{DEFAULT_WORKDIR}_{arguments.task}"
+    rows_path = os.path.join(RESULTS, f"{results}.jsonl")
+    table_path = os.path.join(RESULTS, f"{results}.md")
+    os.makedirs(arguments.workdir, exist_ok=True)
+    rows = read_rows(rows_path)
+    if not arguments.table:
+        done = {(row["trial"], row["steps"]) for row in rows}
+        log_path = os.path.join(arguments.workdir, "sweep.log")
+        for index, name in enumerate(arguments.trials):
+            steps = max(1, round(arguments.steps * TRIALS[name][1]))
+            if (name, steps) in done and not arguments.again:
+                print(f"[{index + 1}/{len(arguments.trials)}] {name}: recorded, skipped")
+                continue
+            print(f"[{index + 1}/{len(arguments.trials)}] {name}: {steps} steps ...", flush=True)
+            with open(log_path, "a", encoding="utf-8") as log:
+                row = run_trial(arguments.task, name, arguments.steps, arguments.workdir,
+                                arguments.backend, log)
+            rows.append(row)
+            with open(rows_path, "a", encoding="utf-8") as file:
+                file.write(json.dumps(row) + "\n")
+            print(f"    val BLEU {row['val_bleu']:.2f}, test {row['test_bleu']:.2f}, "
+                  f"{row['cpu_seconds']:.0f} CPU s ({row['cpu_seconds_per_step']:.3f}/step), "
+                  f"{row['matmul_gflops']} GFLOP/s", flush=True)
+    print(write_table(rows, table_path))
+
+
+if __name__ == "__main__":
+    main()
