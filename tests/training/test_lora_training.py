@@ -72,4 +72,3 @@ def test_lora_fine_tune_trains_lora_only_resumes_exactly_and_writes_a_merged_tra
     merged = lora.merge_lora(model)
     for ours, theirs in zip(written.model.weights, merged.weights, strict=True):
         np.testing.assert_allclose(to_numpy(ours), to_numpy(theirs), atol=1e-6, err_msg=ours.path)
-    keras.backend.clear_session()
