@@ -8,7 +8,8 @@ and reads the test BLEU the run computed (reported, never used to choose). A row
 to `benchmarks/results/recipe_sweep.jsonl` (appended as each trial ends, so an interrupted
 sweep keeps its rows and a second call skips the trials it has), and the table of all rows to
 `recipe_sweep.md`: setting, steps, wall and CPU seconds of the training process, CPU seconds
-per step, validation and test BLEU, and the machine's fp32 matmul rate and load at the start.
+per step, validation and test BLEU, and the machine's fp32 matmul rate (NumPy, 1024^3) and
+load at the start.
 
 Why steps and not minutes: a sweep shares the machine (test suites, other trials), and the
 BLEU of a fixed number of steps does not depend on the load, while the minutes do. Settings
@@ -46,6 +47,9 @@ import shutil
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from input_pipeline import matmul_gflops  # noqa: E402  (NumPy's fp32 1024^3 rate)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results")
@@ -106,18 +110,6 @@ TRIALS = {
 }
 
 
-def matmul_rate(n=2048, repeats=10):
-    """The machine's fp32 matmul rate (GFLOP/s, NumPy, all cores) now."""
-    import numpy as np
-
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    a @ a
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ a
-    return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9
-
-
 def command(*arguments):
     return [sys.executable, "-m", "keras_transformer.cli", *arguments]
 
@@ -167,7 +159,7 @@ def run_trial(task, name, steps, workdir, backend, log):
     for key, value in sets.items():
         arguments += ["--set", f"{key}={value}"]
     environment = {**os.environ, "KERAS_BACKEND": backend}
-    rate, load = matmul_rate(), os.getloadavg()[0]
+    rate, load = matmul_gflops(), os.getloadavg()[0]
     cpu, start = children_cpu(), time.perf_counter()
     subprocess.run(command(*arguments), check=True, env=environment, stdout=log, stderr=log,
                    cwd=REPO)
