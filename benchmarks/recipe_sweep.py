@@ -230,9 +230,8 @@ def write_table(rows, path):
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in sorted(rows, key=lambda row: -row["val_bleu"]):
-        reference = base.get(row["steps"]) or next(
-            (value for steps, value in base.items()
-             if abs(steps - row["steps"]) <= 0.5 * row["steps"]), None)
+        # The base trial of the same budget (`--steps`): a trial's steps over its factor.
+        reference = base.get(round(row["steps"] / TRIALS[row["trial"]][1]))
         delta = "" if reference is None or row["trial"] == "base" else (
             f"{row['val_bleu'] - reference:+.2f}")
         lines.append(
