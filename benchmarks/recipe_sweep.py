@@ -172,7 +172,7 @@ def run_trial(task, name, steps, workdir, backend, log):
                 "--metrics", "bleu", "chrf", "--json"),
         check=True, env=environment, capture_output=True, text=True, cwd=REPO,
     )
-    valid = json.loads(scores.stdout)
+    scores = json.loads(scores.stdout)["scores"]  # score_corpus's {metric: {"score": ...}}
     return {
         "task": task,
         "trial": name,
@@ -182,37 +182,17 @@ def run_trial(task, name, steps, workdir, backend, log):
         "train_seconds": metrics["train_seconds"],
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
-        "cpu_seconds_per_step": round(metrics_cpu_per_step(cpu, metrics), 3),
-        "val_bleu": round(score(valid, "bleu"), 2),
-        "val_chrf": round(score(valid, "chrf"), 2),
+        # The whole process (data, tokenizer, test translation included): an upper bound of
+        # a step's cost, comparable between trials of the same steps.
+        "cpu_seconds_per_step": round(cpu / max(1, metrics["steps"]), 3),
+        "val_bleu": round(scores["bleu"]["score"], 2),
+        "val_chrf": round(scores["chrf"]["score"], 2),
         "test_bleu": round(metrics["test_bleu"], 2),
         "matmul_gflops": round(rate),
         "load": round(load, 2),
         "backend": backend,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-
-
-def metrics_cpu_per_step(cpu, metrics):
-    # The whole process (data, tokenizer, test translation included): an upper bound of a
-    # step's cost, comparable between trials of the same steps.
-    return cpu / max(1, metrics["steps"])
-
-
-def score(results, metric):
-    """The `metric` score of `evaluate --json`'s output (a dict, or a list of such)."""
-    entries = results if isinstance(results, list) else [results]
-    for entry in entries:
-        for key in (metric, metric.upper()):
-            value = entry.get(key) if isinstance(entry, dict) else None
-            if isinstance(value, dict):
-                value = value.get("score")
-            if isinstance(value, (int, float)):
-                return float(value)
-        nested = entry.get("scores") if isinstance(entry, dict) else None
-        if nested:
-            return score(nested, metric)
-    raise KeyError(f"no {metric} in the output of evaluate --json: {results}")
 
 
 def read_rows(path):
