@@ -93,6 +93,10 @@ class StepRateForecast(keras.callbacks.Callback):
         report: callable, str -> None. Where the line goes.
         time_limit: `TimeLimit` or `None`. The budget.
         hours: float. Without a budget, the projected time worth a warning. Defaults to `1`.
+        steps_named: bool. Whether the config names `train_steps`. A time budget with
+            `train_steps` left at its default is a run that trains until the time is spent:
+            the line is then a forecast (`forecast: the time budget ... stops the run near
+            step N`), not a note to lower `train_steps`. Defaults to `True`.
         skip: int. Steps not timed. Defaults to `2`.
         measure: int. Steps timed. Defaults to `10`.
 
@@ -111,10 +115,12 @@ class StepRateForecast(keras.callbacks.Callback):
     """
 
     def __init__(
-        self, train_steps, step_counter, report, time_limit=None, hours=1.0, skip=2, measure=10
+        self, train_steps, step_counter, report, time_limit=None, hours=1.0, steps_named=True,
+        skip=2, measure=10,
     ):
         super().__init__()
         self.train_steps = train_steps
+        self.steps_named = steps_named
         self.step_counter = step_counter
         self.report = report
         self.time_limit = time_limit
@@ -151,6 +157,14 @@ class StepRateForecast(keras.callbacks.Callback):
             if projected <= 2 * max(budget, 0.0):
                 return
             reachable = step + int(max(budget, 0.0) / seconds_per_step)
+            if not self.steps_named:  # Trains until the time is spent, as the config says.
+                self.message = (
+                    f"the time budget (training.minutes = {self.time_limit.minutes:g}) stops "
+                    f"the run near step {reachable:,}, at the measured {seconds_per_step:.2f} s "
+                    "per step"
+                )
+                self.report(f"forecast: {self.message}")
+                return
             self.message = (
                 f"{head}; the time budget (training.minutes = {self.time_limit.minutes:g}) stops "
                 f"the run near step {reachable:,} of {self.train_steps:,}: that is fine if "

@@ -428,7 +428,8 @@ def _callbacks(run, backup, time_limit):
         callback_list.append(time_limit)
     if context.is_chief:
         callback_list.append(
-            _Forecast(run.config, training.train_steps, backup, run.report, time_limit)
+            _Forecast(run.config, training.train_steps, backup, run.report, time_limit,
+                      steps_named=run.config.is_set("training.train_steps"))
         )
     if evaluation.bleu_every >= 0 and run.splits.validation:
         pairs = run.splits.validation[: evaluation.bleu_sentences or None]

@@ -115,6 +115,12 @@ def test_step_rate_forecast_says_when_the_steps_overrun_the_budget():
         "is fine if intended; otherwise lower training.train_steps (the learning-rate schedule "
         "and checkpoint averaging count on reaching it) or raise training.minutes"
     ]
+    # A config of minutes only trains until the time is spent: a forecast, no advice.
+    lines = []
+    StepRateForecast(100_000, _Counter(), lines.append, time_limit=_Budget(),
+                     steps_named=False).forecast(seconds_per_step=0.2, step=23)
+    assert lines == ["forecast: the time budget (training.minutes = 10) stops the run near "
+                     "step 2,723, at the measured 0.20 s per step"]
     # Within the budget, or under an hour without one: nothing to say.
     quiet = []
     StepRateForecast(2000, _Counter(), quiet.append, time_limit=_Budget()).forecast(0.2, 23)
