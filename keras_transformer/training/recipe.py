@@ -72,7 +72,8 @@ class RecipeRow:
         vocabulary_size: int. `data.vocabulary_size`.
         tokens_per_batch: int. `data.tokens_per_batch`.
         warmup_steps: int. The most warm-up steps (`optimizer.warmup_steps`).
-        learning_rate_scale: float. `optimizer.learning_rate_scale` of the source config.
+        learning_rate_scale: float. `optimizer.learning_rate_scale` at `warmup_steps`: the
+            two set the row's peak learning rate (`peak_learning_rate`).
         seconds_per_step: float. The step time on a quiet 2-core CPU, for the steps a time
             budget allows.
         source: str. Where the row's values come from.
