@@ -91,7 +91,7 @@ class RecipeRow:
 
     @property
     def peak_learning_rate(self):
-        """The peak of the source config's schedule: `scale · d_model^-0.5 · warmup^-0.5`."""
+        """The peak of the row's schedule: `scale · d_model^-0.5 · warmup^-0.5`."""
         return self.learning_rate_scale / math.sqrt(self.sizes["d_model"] * self.warmup_steps)
 
     @property
