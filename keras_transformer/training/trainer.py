@@ -428,8 +428,7 @@ def _callbacks(run, backup, time_limit):
         callback_list.append(time_limit)
     if context.is_chief:
         callback_list.append(
-            _Forecast(run.config, training.train_steps, backup, run.report, time_limit,
-                      steps_named=run.config.is_set("training.train_steps"))
+            _Forecast(run.config, training.train_steps, backup, run.report, time_limit)
         )
     if evaluation.bleu_every >= 0 and run.splits.validation:
         pairs = run.splits.validation[: evaluation.bleu_sentences or None]
@@ -758,10 +757,13 @@ def plan_fits(steps_done, train_steps, steps_per_epoch):
 
 class _Forecast(StepRateForecast):
     """`StepRateForecast` that also names, once, a warm-up the time budget cuts short
-    (`warmup_note` at the step the measured rate reaches), unless `prepare_run` named it."""
+    (`warmup_note` at the step the measured rate reaches), unless `prepare_run` named it.
+    Whether the config names `train_steps` comes from the config (`steps_named`)."""
 
     def __init__(self, config, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            *args, steps_named=config.is_set("training.train_steps"), **kwargs
+        )
         self.config = config
 
     def forecast(self, seconds_per_step, step):

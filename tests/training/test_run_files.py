@@ -185,3 +185,12 @@ def test_the_warmup_note_appears_only_when_the_budget_cuts_the_warmup():
             assert "optimizer.warmup_steps = 400 > 112 steps, the steps training.minutes = 3 " \
                 "allows, at the measured 1.50 s per step" in notes[0]
             assert "set [optimizer] warmup_steps = 11" in notes[0]
+
+    # A config of minutes only (no `train_steps`) trains until the time is spent: `_Forecast`
+    # reads that from the config and says where the budget stops the run, no advice.
+    reported = []
+    minutes_only = TrainingConfig().replace(**{"training.minutes": 3.0})
+    forecast = _Forecast(minutes_only, 100_000, Counter(), reported.append, Limit(150.0))
+    forecast.forecast(seconds_per_step=1.5, step=12)
+    assert reported[0] == ("forecast: the time budget (training.minutes = 3) stops the run near "
+                           "step 112, at the measured 1.50 s per step")
