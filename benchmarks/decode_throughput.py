@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import keras
 import numpy as np
@@ -35,6 +35,7 @@ from keras_transformer.generation import Generator
 MODELS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256),
     "small": dict(num_layers=3, d_model=256, num_heads=4, ff_dim=1024),
+    "base": dict(num_layers=6, d_model=512, num_heads=8, ff_dim=2048),  # the paper's (a GPU's)
 }
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # (label, beam size); `None`: the uncached greedy reference, `generator.uncached_greedy`.
@@ -74,13 +75,32 @@ def benchmark(model_name, batch_size, source_length, new_tokens, vocabulary_size
     return rows
 
 
+def accelerator(backend):
+    """The device the backend computes on: a GPU's name, else "CPU"."""
+    if backend == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        return device.device_kind if device.platform == "gpu" else "CPU"
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    return "CPU"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument(
+        "--dtype-policy",
+        default=None,
+        help="Keras dtype policy of the model (e.g. bfloat16; default: float32)",
+    )
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
@@ -100,6 +120,8 @@ def main():
     args = parser.parse_args()
 
     backend = keras.backend.backend()
+    if args.dtype_policy:
+        keras.config.set_dtype_policy(args.dtype_policy)
     threads = ""
     if backend == "torch":
         import torch
@@ -113,8 +135,9 @@ def main():
     lines = [
         f"# Decoding throughput ({backend})",
         "",
-        f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
+        f"Recorded {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by "
         f"`KERAS_BACKEND={backend} {command}`; {machine_description()}{threads}; "
+        f"device {accelerator(backend)}; dtype policy {keras.config.dtype_policy().name}; "
         f"load average {os.getloadavg()[0]:.1f} at the start.",
         "",
         f"batch {args.batch_size}, source length {args.source_length}, {args.new_tokens} new "

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -520,7 +520,7 @@ def markdown(rows, config, args, elapsed, load):
     lines = [
         "# Training throughput and peak memory",
         "",
-        f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `{command}` "
+        f"Recorded {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `{command}` "
         f"in {elapsed / 60:.1f} min.",
         "",
         f"- Machine: {machine_description()}; load average {load[0]} at the start, "

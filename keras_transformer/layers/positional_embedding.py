@@ -49,6 +49,9 @@ def sinusoidal_encoding(
     return ops.cast(ops.reshape(encoding, (-1, d_model)), dtype)
 
 
+PROJECTION_DTYPES = (None, "float32", "bfloat16", "float16")
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEmbedding(keras.layers.Layer):
     """Token embedding scaled by √d_model plus sinusoidal encodings, then dropout.
@@ -71,6 +74,11 @@ class PositionalEmbedding(keras.layers.Layer):
             (Marian's `final_logits_bias`). Defaults to `False`.
         sinusoid_frequencies: str. `"paper"` or `"marian"` (Marian NMT's C++, for its `.npz`
             models), see `sinusoidal_encoding`. Defaults to `"paper"`.
+        projection_dtype: str or None. Dtype of the `reverse=True` product `x · Eᵀ`. `None`
+            computes it in the layer's compute dtype (float32 under a float32 policy,
+            bfloat16 under `mixed_bfloat16`: the 37,000-wide product in a GPU's bf16 units,
+            see docs/benchmarks.md "GPU"), `"float32"` in float32 whatever the policy (the
+            behaviour of 0.3.0 and before). The logits are float32 either way. Defaults to `None`.
         embeddings_initializer: initializer of the embedding matrix. Defaults to a
             normal with stddev d_model^-0.5, so that scaled embeddings have unit
             variance like the encodings they are added to.
@@ -88,7 +96,7 @@ class PositionalEmbedding(keras.layers.Layer):
             computed (a cached decoding step's sin/cos are a dozen small operations).
             Defaults to `None`.
         reverse: bool. Return float32 logits `(batch, length, vocabulary_size)` = `inputs · Eᵀ`
-            (`+ output_bias` when the layer has one).
+            (`+ output_bias` when the layer has one), the product in `projection_dtype`.
         training: bool. Enables dropout.
 
     Returns:
@@ -119,6 +127,7 @@ class PositionalEmbedding(keras.layers.Layer):
         sinusoid_layout="interleaved",
         output_bias=False,
         sinusoid_frequencies="paper",
+        projection_dtype=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -140,8 +149,14 @@ class PositionalEmbedding(keras.layers.Layer):
                 f"`sinusoid_frequencies` must be one of {SINUSOID_FREQUENCIES}. "
                 f"Received: sinusoid_frequencies={sinusoid_frequencies!r}"
             )
+        if projection_dtype not in PROJECTION_DTYPES:
+            raise ValueError(
+                f"`projection_dtype` must be one of {PROJECTION_DTYPES}. "
+                f"Received: projection_dtype={projection_dtype!r}"
+            )
         self.sinusoid_layout = sinusoid_layout
         self.sinusoid_frequencies = sinusoid_frequencies
+        self.projection_dtype = projection_dtype
         self.output_bias = bool(output_bias)
         self.vocabulary_size = vocabulary_size
         self.d_model = d_model
@@ -175,12 +190,15 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, reverse=False, training=None, encoding_table=None):
         if reverse:
-            # Pre-softmax projection with the shared matrix, in float32.
-            hidden = ops.cast(inputs, "float32")
+            # Pre-softmax projection with the shared matrix, float32 logits.
             if self.quantization_mode == "int8":
-                logits = self._int8_logits(hidden)
+                logits = self._int8_logits(ops.cast(inputs, "float32"))
             else:
-                logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+                dtype = self.projection_dtype or self.compute_dtype
+                logits = ops.matmul(
+                    ops.cast(inputs, dtype), ops.transpose(ops.cast(self.embeddings, dtype))
+                )
+                logits = ops.cast(logits, "float32")
             if self.output_bias:
                 logits = logits + ops.cast(self.logits_bias, "float32")
             return logits
@@ -276,6 +294,7 @@ class PositionalEmbedding(keras.layers.Layer):
                 "sinusoid_layout": self.sinusoid_layout,
                 "output_bias": self.output_bias,
                 "sinusoid_frequencies": self.sinusoid_frequencies,
+                "projection_dtype": self.projection_dtype,
             }
         )
         return config

@@ -74,6 +74,10 @@ class Transformer(keras.Model):
             NMT C++'s (`"marian"`: `10000^(-i/(d_model/2 - 1))`, what Marian `.npz` models
             were trained with); see `keras_transformer.layers.sinusoidal_encoding`.
             Defaults to `"paper"`.
+        projection_dtype: str or None. Dtype of the pre-softmax projection's product: `None`
+            is the compute dtype (bfloat16 under `mixed_bfloat16`), `"float32"` keeps it in
+            float32 under any policy; the logits are float32 either way (see
+            `keras_transformer.layers.PositionalEmbedding`). Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
 
     Example:
@@ -108,6 +112,7 @@ class Transformer(keras.Model):
         sinusoid_layout="interleaved",
         output_bias=False,
         sinusoid_frequencies="paper",
+        projection_dtype=None,
         **kwargs,
     ):
         target_vocabulary_size = vocabulary_size if target_vocabulary_size is None else target_vocabulary_size
@@ -161,6 +166,7 @@ class Transformer(keras.Model):
                 sinusoid_layout=sinusoid_layout,
                 output_bias=bias,
                 sinusoid_frequencies=sinusoid_frequencies,
+                projection_dtype=projection_dtype,
                 dtype=dtype,
                 name=name,
             )
@@ -237,6 +243,7 @@ class Transformer(keras.Model):
         self.sinusoid_layout = sinusoid_layout
         self.sinusoid_frequencies = sinusoid_frequencies
         self.output_bias = bool(output_bias)
+        self.projection_dtype = projection_dtype
         self._dtype_argument = dtype
 
     @classmethod
@@ -484,6 +491,7 @@ class Transformer(keras.Model):
             "sinusoid_layout": self.sinusoid_layout,
             "output_bias": self.output_bias,
             "sinusoid_frequencies": self.sinusoid_frequencies,
+            "projection_dtype": self.projection_dtype,
             **({} if self._dtype_argument is None else {"dtype": self._serialized_dtype()}),
         }
 

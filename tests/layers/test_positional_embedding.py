@@ -62,6 +62,41 @@ def test_mask_propagation_and_tied_logits():
     assert no_mask.compute_mask(ids) is None
 
 
+def test_projection_runs_in_the_compute_dtype_unless_told_float32():
+    """Under `mixed_bfloat16` the pre-softmax product runs in bfloat16 (a GPU's fast units)
+    and the logits come back float32; `projection_dtype="float32"` keeps the 0.3.0 product."""
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(2, 3, 16)).astype("float32")
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    fast = PositionalEmbedding(vocabulary_size=50, d_model=16)
+    exact = PositionalEmbedding(vocabulary_size=50, d_model=16, projection_dtype="float32")
+    exact.build()
+    fast.build()
+    table = to_numpy(fast.embeddings)
+    exact.embeddings.assign(table)
+    # Under the policy the call sees its float inputs and its variables in the compute dtype
+    # (Keras' autocast): the float32 product multiplies bfloat16-rounded operands.
+    def rounded(array):
+        return to_numpy(keras.ops.cast(keras.ops.cast(array, "bfloat16"), "float32"))
+
+    reference = rounded(hidden) @ rounded(table).T
+    fast_logits, exact_logits = fast(hidden, reverse=True), exact(hidden, reverse=True)
+    for logits in (fast_logits, exact_logits):
+        assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    np.testing.assert_allclose(to_numpy(exact_logits), reference, rtol=1e-4, atol=1e-4)
+    error = np.abs(to_numpy(fast_logits) - reference).max() / np.abs(reference).max()
+    assert 1e-6 < error < 1e-2  # the product rounded to bfloat16, then float32 logits
+    keras.config.set_dtype_policy("float32")
+    plain = PositionalEmbedding(vocabulary_size=50, d_model=16)
+    plain.build()
+    plain.embeddings.assign(table)
+    np.testing.assert_allclose(to_numpy(plain(hidden, reverse=True)), hidden @ table.T, atol=1e-5)
+    assert_config_round_trip(exact)
+    assert PositionalEmbedding.from_config(exact.get_config()).projection_dtype == "float32"
+    with pytest.raises(ValueError, match="projection_dtype='int8'"):
+        PositionalEmbedding(vocabulary_size=10, d_model=8, projection_dtype="int8")
+
+
 def test_dropout_only_in_training_and_config():
     layer = PositionalEmbedding(vocabulary_size=10, d_model=8, dropout=0.5, seed=1)
     ids = np.array([[3, 4, 5]])

@@ -157,10 +157,14 @@ def test_bad_arguments_are_named():
 
 
 def test_config_round_trip():
-    model = tiny(norm_first=True, attention_dropout=0.1)
+    model = tiny(norm_first=True, attention_dropout=0.1, projection_dtype="float32")
     clone = Transformer.from_config(model.get_config())
     assert clone.get_config() == model.get_config()
     assert clone.count_params() == model.count_params()
+    assert clone.target_embedding.projection_dtype == "float32"
+    config = model.get_config()
+    del config["projection_dtype"]  # a 0.3.0 file: the projection follows the policy
+    assert Transformer.from_config(config).target_embedding.projection_dtype is None
 
 
 def bad_ids(kind):
