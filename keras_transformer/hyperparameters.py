@@ -16,6 +16,8 @@ SINUSOID_LAYOUTS = ("interleaved", "halves")
 # Its sinusoid frequencies: the paper's `10000^(-2i/d_model)`, or Marian C++'s
 # `10000^(-i/(d_model/2 - 1))` (what a Marian `.npz` model was trained with).
 SINUSOID_FREQUENCIES = ("paper", "marian")
+# The pre-softmax product's dtype (`None`: the layer's compute dtype).
+PROJECTION_DTYPES = (None, "float32", "bfloat16", "float16")
 
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, ff_dim=256, dropout=0.1),
@@ -71,6 +73,7 @@ def validate_transformer_args(
     sinusoid_layout=None,
     output_bias=None,
     sinusoid_frequencies=None,
+    projection_dtype=None,
     prefix="",
 ):
     """Argument checks of `Transformer` (its blocks' included); `None` is not checked.
@@ -79,7 +82,7 @@ def validate_transformer_args(
     which needs the framework; here it must be a non-empty string or a callable.
 
     Args:
-        vocabulary_size, ..., sinusoid_frequencies: the `Transformer` arguments of that
+        vocabulary_size, ..., projection_dtype: the `Transformer` arguments of that
             name.
         prefix: str. Put before the argument names in messages (e.g. `"model."`). Defaults
             to `""`.
@@ -129,6 +132,8 @@ def validate_transformer_args(
         _fail(
             prefix + "sinusoid_frequencies", sinusoid_frequencies, f"one of {SINUSOID_FREQUENCIES}"
         )
+    if projection_dtype is not None and projection_dtype not in PROJECTION_DTYPES:
+        _fail(prefix + "projection_dtype", projection_dtype, f"one of {PROJECTION_DTYPES}")
     if (
         share_embeddings
         and vocabulary_size is not None

@@ -6,7 +6,11 @@ import keras
 from keras import ops
 
 from keras_transformer import _backend
-from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES, SINUSOID_LAYOUTS
+from keras_transformer.hyperparameters import (
+    PROJECTION_DTYPES,
+    SINUSOID_FREQUENCIES,
+    SINUSOID_LAYOUTS,
+)
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.sublayer_calls import call_sublayer
 
@@ -47,9 +51,6 @@ def sinusoidal_encoding(
     # Interleave: sin on even dimensions, cos on odd ones.
     encoding = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (length, d/2, 2)
     return ops.cast(ops.reshape(encoding, (-1, d_model)), dtype)
-
-
-PROJECTION_DTYPES = (None, "float32", "bfloat16", "float16")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -137,6 +137,7 @@ class Transformer(keras.Model):
             sinusoid_layout=sinusoid_layout,
             output_bias=output_bias,
             sinusoid_frequencies=sinusoid_frequencies,
+            projection_dtype=projection_dtype,
         )
         dtype = kwargs.pop("dtype", None)
         if isinstance(dtype, dict):
