@@ -7,6 +7,10 @@ import keras
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Runs whose config leaves `mixed_precision` unset train in float32 on every CPU (a recipe run
+# on a CPU with bfloat16 instructions would otherwise choose bf16): the tests' numbers are
+# float32's. tests/training/test_recipe.py turns it back on where it tests the choice.
+os.environ["KERAS_TRANSFORMER_CPU_BFLOAT16"] = "0"
 
 if keras.backend.backend() == "torch":
     import torch

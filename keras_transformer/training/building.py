@@ -265,6 +265,79 @@ def _count_pairs(corpus):
     return counts[0]
 
 
+# The CPU flags (as Linux's /proc/cpuinfo names them) of instructions that compute bfloat16
+# dot products: AVX-512 BF16 (AMD Zen 4 on, Intel Cooper Lake) and AMX (Intel Sapphire Rapids on).
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+CPU_BFLOAT16_VARIABLE = "KERAS_TRANSFORMER_CPU_BFLOAT16"
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's feature flags as Linux lists them in `path` (an empty set where there is no
+    such file, as on macOS or Windows)."""
+    try:
+        with open(path) as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def bfloat16_trains_faster():
+    """Whether mixed bfloat16 without XLA trains faster than float32 here: the TensorFlow
+    backend on a CPU with bfloat16 dot-product instructions (`BFLOAT16_CPU_FLAGS`), no GPU.
+
+    Measured on an AMD EPYC with AVX-512 BF16 (docs/training.md, "Small corpus"): TensorFlow's
+    oneDNN kernels multiply bfloat16 at ~2x float32's rate (270-350 against 135-170 GFLOP/s)
+    while XLA's CPU kernels do not (106-147), and a step of the small row's Bible model took
+    0.49-0.63 s against 0.75-0.78 s for float32 with XLA on one core, with the same
+    validation loss at equal steps. Not measured on the JAX or PyTorch backends, nor on
+    GPUs, where the config's `mixed_precision` stays the user's choice.
+
+    `KERAS_TRANSFORMER_CPU_BFLOAT16=0` in the environment says no whatever the CPU (the test
+    suite sets it: its numbers are float32's), as a config's `mixed_precision = "none"` does.
+    """
+    if os.environ.get(CPU_BFLOAT16_VARIABLE) == "0":
+        return False
+    if keras.backend.backend() != "tensorflow" or not cpu_flags() & set(BFLOAT16_CPU_FLAGS):
+        return False
+    import tensorflow as tf  # The TensorFlow backend: loaded already.
+
+    return not tf.config.list_physical_devices("GPU")
+
+
+def has_accelerator():
+    """Whether the Keras backend computes on a GPU or TPU rather than the CPU."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # The TensorFlow backend: loaded already.
+
+        return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    return False
+
+
+def decodes_in_float32(config):
+    """Whether the run decodes (validation BLEU, test, the saved translator and SavedModel) with
+    a float32 copy of its mixed-precision model: on a CPU, where a 16-bit search is slower than
+    a float32 one (XLA's CPU kernels compute bfloat16 through float32; measured: the Bible's
+    1,000 test verses in 60.5 s in bf16, 23.5 s in float32, the same BLEU). On a GPU the run
+    decodes in its training precision. A LoRA fine-tune (`lora_rank`) keeps its one model."""
+    return (
+        bool(MIXED_PRECISION[config.training.mixed_precision])
+        and not config.training.lora_rank
+        and not has_accelerator()
+    )
+
+
 def build_model(config, vocabulary_size):
     """The `Transformer` of `config.model` (preset plus overrides), in the mixed-precision
     policy of `config.training`, with LoRA enabled when `training.lora_rank` says so."""

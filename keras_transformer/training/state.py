@@ -31,12 +31,20 @@ def to_numpy(value):
     return ops.convert_to_numpy(_backend.local_value(value))
 
 
-def local_copy(model):
+def local_copy(model, dtype=None):
     """A copy of `model` outside any strategy, with the same weights, for decoding and export.
 
     Call it outside `DistributionContext.scope()`.
+
+    Args:
+        model: a `Transformer`.
+        dtype: str or None. The copy's dtype policy (e.g. `"float32"` for a model that trains
+            in mixed precision); `None` keeps `model`'s. Defaults to `None`.
     """
-    copy = model.__class__.from_config(model.get_config())
+    config = model.get_config()
+    if dtype is not None:
+        config["dtype"] = dtype
+    copy = model.__class__.from_config(config)
     copy_weights(model, copy)
     return copy
 

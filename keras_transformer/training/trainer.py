@@ -58,8 +58,10 @@ from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.best import export_best, make_keep_best
 from keras_transformer.training.bleu import BleuCallback
 from keras_transformer.training.building import (
+    bfloat16_trains_faster,
     build_model,
     compile_model,
+    decodes_in_float32,
     load_splits,
     make_train_data,
 )
@@ -189,7 +191,9 @@ def prepare_run(config, verbose="auto"):
     # Settings a budgeted config leaves unset, from the corpus size (`training.recipe`).
     streaming = splits.info.get("streaming", False)
     config, recipe_line = resolve_recipe(
-        config, splits.info["num_train"] if streaming else len(splits.train)
+        config,
+        splits.info["num_train"] if streaming else len(splits.train),
+        bfloat16_cpu=context.num_replicas == 1 and bfloat16_trains_faster(),
     )
     if context.is_chief:
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
@@ -330,7 +334,13 @@ def _prepare_model(config, context, tokenizer, report, initial=None):
            f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
            f"dtype policy {model.dtype_policy.name}")
     evaluation = config.evaluation
-    eval_model = local_copy(model) if context.is_distributed else model
+    if decodes_in_float32(config):
+        # Mixed precision on a CPU: the run validates, tests and saves a float32 copy (same
+        # weights, synchronised before each decoding). Measured on the Bible: 1,000 test
+        # verses in 23.5 s against 60.5 s with the bf16 model, BLEU 32.01 against 32.02.
+        eval_model = local_copy(model, dtype="float32")
+    else:
+        eval_model = local_copy(model) if context.is_distributed else model
     translator = Translator(
         eval_model,
         tokenizer,

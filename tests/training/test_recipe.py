@@ -1,9 +1,11 @@
 """The recipe (`training.recipe`): settings a budgeted config leaves unset, from the corpus size."""
 
+import dataclasses
 import json
 import math
 import os
 
+import numpy as np
 import pytest
 
 from keras_transformer.training.config import TrainingConfig, load_config
@@ -145,3 +147,90 @@ def test_a_run_prints_the_line_and_writes_the_chosen_settings(tiny_run, capsys):
     assert written["model"]["preset"] == "tiny" and written["model"]["dropout"] == 0.1
     assert result.config.to_dict() == written
     assert result.metrics["steps"] == 4
+
+
+def test_a_cpu_with_bfloat16_instructions_gets_mixed_bfloat16_without_xla():
+    config, line = resolve_recipe(
+        TrainingConfig.from_dict({"training": {"minutes": 60}}), 31_000, bfloat16_cpu=True
+    )
+    assert config.training.mixed_precision == "bf16" and config.training.jit_compile is False
+    assert "mixed bfloat16 without XLA (this CPU multiplies bfloat16" in line
+    # Elsewhere, or with either setting named (even at its default), the config's stand.
+    config, line = resolved({"training": {"minutes": 60}}, 31_000)
+    assert config.training.mixed_precision == "" and config.training.jit_compile == "auto"
+    assert "bfloat16" not in line
+    for named in ({"mixed_precision": "none"}, {"jit_compile": "auto"}, {"jit_compile": True}):
+        config, line = resolve_recipe(
+            TrainingConfig.from_dict({"training": {"minutes": 60, **named}}), 31_000,
+            bfloat16_cpu=True,
+        )
+        assert config.training.mixed_precision in ("", "none"), named
+        assert config.training.jit_compile == named.get("jit_compile", "auto")
+        assert "bfloat16" not in line
+    # The tiny row's model: measured no faster in bf16.
+    config, line = resolve_recipe(
+        TrainingConfig.from_dict({"training": {"minutes": 3}}), 700, bfloat16_cpu=True
+    )
+    assert config.training.mixed_precision == "" and "bfloat16" not in line
+    # No budget, or a fine-tune: no recipe, so float32 as before.
+    config, line = resolve_recipe(TrainingConfig(), 31_000, bfloat16_cpu=True)
+    assert line is None and config.training.mixed_precision == ""
+
+
+def test_bfloat16_trains_faster_only_on_tensorflow_on_a_bfloat16_cpu(tmp_path, monkeypatch):
+    import keras
+
+    from keras_transformer.training import building
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 fma\n"
+                       "processor\t: 1\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 fma\n")
+    assert "avx512_bf16" in building.cpu_flags(cpuinfo)
+    assert building.cpu_flags(tmp_path / "missing") == set()
+    monkeypatch.delenv(building.CPU_BFLOAT16_VARIABLE, raising=False)
+    monkeypatch.setattr(building, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    assert building.bfloat16_trains_faster() == (keras.backend.backend() == "tensorflow")
+    monkeypatch.setattr(building, "cpu_flags", lambda: {"avx2", "amx_bf16"})
+    assert building.bfloat16_trains_faster() == (keras.backend.backend() == "tensorflow")
+    monkeypatch.setattr(building, "cpu_flags", lambda: {"avx2", "avx512f"})
+    assert not building.bfloat16_trains_faster()
+    monkeypatch.setattr(building, "cpu_flags", lambda: {"avx512_bf16"})
+    monkeypatch.setenv(building.CPU_BFLOAT16_VARIABLE, "0")
+    assert not building.bfloat16_trains_faster()
+
+
+@pytest.mark.one_backend
+def test_a_recipe_run_on_a_bfloat16_cpu_trains_in_bfloat16(tiny_run, monkeypatch, capsys):
+    from keras_transformer.training import recipe, train, trainer
+
+    monkeypatch.setattr(trainer, "bfloat16_trains_faster", lambda: True)
+    # The tiny run's 400 pairs are the tiny row's, whose model bf16 does not speed up.
+    tiny = dataclasses.replace(recipe.RECIPE[0], cpu_bfloat16=True)
+    monkeypatch.setattr(recipe, "RECIPE", (tiny, *recipe.RECIPE[1:]))
+    values = tiny_run(training={"train_steps": 4}, export={"translator": True})
+    result = train(values, verbose=2)
+    out = capsys.readouterr().out
+    assert "mixed bfloat16 without XLA" in next(
+        line for line in out.splitlines() if line.startswith("recipe")
+    )
+    assert "dtype policy mixed_bfloat16" in out
+    with open(os.path.join(result.output_dir, "train_config.json")) as file:
+        written = json.load(file)
+    assert written["training"]["mixed_precision"] == "bf16"
+    assert written["training"]["jit_compile"] is False
+    assert result.model.dtype_policy.name == "mixed_bfloat16"
+    assert result.model.jit_compile is False
+    assert result.metrics["steps"] == 4
+    # On a CPU it decodes with a float32 copy holding the trained weights, which it saves.
+    from keras_transformer import Translator
+
+    assert result.translator.model is not result.model
+    assert result.translator.model.dtype_policy.name == "float32"
+    for trained, decoding in zip(result.model.weights, result.translator.model.weights,
+                                 strict=True):
+        assert trained.path == decoding.path
+        np.testing.assert_array_equal(np.asarray(trained), np.asarray(decoding))
+    saved = Translator.load(os.path.join(result.output_dir, "translator.keras"))
+    assert saved.model.dtype_policy.name == "float32"
+    sources = ["one hundred", "seven"]
+    assert saved(sources) == result.translator(sources)
