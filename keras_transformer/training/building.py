@@ -302,9 +302,7 @@ def bfloat16_trains_faster():
         return False
     if keras.backend.backend() != "tensorflow" or not cpu_flags() & set(BFLOAT16_CPU_FLAGS):
         return False
-    import tensorflow as tf  # The TensorFlow backend: loaded already.
-
-    return not tf.config.list_physical_devices("GPU")
+    return not has_accelerator()
 
 
 def has_accelerator():
