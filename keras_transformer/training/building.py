@@ -277,8 +277,9 @@ def cpu_flags(path="/proc/cpuinfo"):
     try:
         with open(path) as file:
             for line in file:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                name, _, value = line.partition(":")
+                if name.strip() == "flags":
+                    return set(value.split())
     except OSError:
         pass
     return set()

@@ -187,6 +187,8 @@ def test_bfloat16_trains_faster_only_on_tensorflow_on_a_bfloat16_cpu(tmp_path, m
                        "processor\t: 1\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 fma\n")
     assert "avx512_bf16" in building.cpu_flags(cpuinfo)
     assert building.cpu_flags(tmp_path / "missing") == set()
+    cpuinfo.write_text("flagsless line\nflags\n")  # no colon anywhere: no flags, no error
+    assert building.cpu_flags(cpuinfo) == set()
     monkeypatch.delenv(building.CPU_BFLOAT16_VARIABLE, raising=False)
     monkeypatch.setattr(building, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     assert building.bfloat16_trains_faster() == (keras.backend.backend() == "tensorflow")
