@@ -2,7 +2,7 @@
 
 A training run writes its held-out pairs (`valid.src` / `valid.ref`, `test.src` / `test.ref`)
 and keeps its last checkpoints. This script loads the run's `translator.keras` (the average of
-those checkpoints, paper §6.1) and translates the 1,000 validation sources with each
+those checkpoints, paper §6.1) and translates the validation sources with each
 `--grid` pair of beam size and length penalty alpha, then with the weights of the newest
 checkpoint alone (beam 4, alpha 0.6: what averaging adds). It scores with sacreBLEU (BLEU,
 chrF) against `valid.ref`, never against the test split, so that a choice made by these rows
@@ -20,7 +20,6 @@ Usage:
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import sys
@@ -67,6 +66,7 @@ def main():
     import sacrebleu
 
     from keras_transformer import Translator
+    from keras_transformer.training.checkpoints import list_checkpoints
 
     sources = read_lines(os.path.join(args.run, "valid.src"))
     references = read_lines(os.path.join(args.run, "valid.ref"))
@@ -97,10 +97,11 @@ def main():
 
     for beam_size, alpha in grid:
         score("translator.keras (the averaged checkpoints)", beam_size, alpha)
-    checkpoints = sorted(glob.glob(os.path.join(args.run, "checkpoints", "ckpt-*.weights.h5")))
+    checkpoints = list_checkpoints(os.path.join(args.run, "checkpoints"))
     if checkpoints:
-        translator.model.load_weights(checkpoints[-1])
-        score(f"the newest checkpoint alone ({os.path.basename(checkpoints[-1])})", 4, 0.6)
+        _, newest = checkpoints[-1]
+        translator.model.load_weights(newest)
+        score(f"the newest checkpoint alone ({os.path.basename(newest)})", 4, 0.6)
 
 
 if __name__ == "__main__":
