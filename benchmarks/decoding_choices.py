@@ -33,6 +33,12 @@ DEFAULT_OUTPUT = os.path.join(REPO, "benchmarks", "results", "decoding_choices.j
 DEFAULT_GRID = ("4:0.6", "4:1.0", "4:0.2", "6:0.6", "1:0.6")
 
 
+def fail(message):
+    """A user's error: one line on stderr and exit status 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def read_lines(path):
     with open(path, encoding="utf-8") as file:
         return file.read().splitlines()
@@ -47,7 +53,7 @@ def parse_grid(values):
         except ValueError:
             separator = ""
         if not separator:
-            raise SystemExit(f"--grid takes BEAM:ALPHA pairs such as 4:0.6. Received: {value!r}")
+            fail(f"--grid takes BEAM:ALPHA pairs such as 4:0.6. Received: {value!r}")
     return grid
 
 
@@ -59,17 +65,20 @@ def main():
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON lines file to append to")
     args = parser.parse_args()
     grid = parse_grid(args.grid)
-    for name in ("translator.keras", "valid.src", "valid.ref"):
+    from keras_transformer.datasets.splits import HELD_OUT_FILES
+
+    source_file, reference_file = HELD_OUT_FILES["validation"]
+    for name in ("translator.keras", source_file, reference_file):
         if not os.path.exists(os.path.join(args.run, name)):
-            raise SystemExit(f"{args.run} is no finished run: it has no {name}")
+            fail(f"{args.run} is no finished run: it has no {name}")
 
     import sacrebleu
 
     from keras_transformer import Translator
     from keras_transformer.training.checkpoints import list_checkpoints
 
-    sources = read_lines(os.path.join(args.run, "valid.src"))
-    references = read_lines(os.path.join(args.run, "valid.ref"))
+    sources = read_lines(os.path.join(args.run, source_file))
+    references = read_lines(os.path.join(args.run, reference_file))
     rate = round(matmul_gflops())
     translator = Translator.load(os.path.join(args.run, "translator.keras"))
     translator.translate(sources[:8])  # traces the search once, outside the timings
