@@ -27,6 +27,7 @@ _EXPORTS = {
     "Transformer": "models",
     "transformer_adam": "optimizers",
     "AccumulatedSchedule": "schedules",
+    "WarmupLinearDecaySchedule": "schedules",
     "WarmupSchedule": "schedules",
     "Translator": "translator",
     **{module: module for module in ("layers", "losses", "metrics", "models", "optimizers",
@@ -44,6 +45,7 @@ __all__ = [
     "PositionalEmbedding",
     "Transformer",
     "Translator",
+    "WarmupLinearDecaySchedule",
     "WarmupSchedule",
     "layers",
     "losses",
@@ -73,7 +75,11 @@ if TYPE_CHECKING:  # For static analysis and the API reference: the names above.
     from keras_transformer.metrics import MaskedAccuracy
     from keras_transformer.models import Transformer
     from keras_transformer.optimizers import transformer_adam
-    from keras_transformer.schedules import AccumulatedSchedule, WarmupSchedule
+    from keras_transformer.schedules import (
+        AccumulatedSchedule,
+        WarmupLinearDecaySchedule,
+        WarmupSchedule,
+    )
     from keras_transformer.translator import Translator
 
 after_keras_import(__name__, _REGISTERING)

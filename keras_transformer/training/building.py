@@ -384,6 +384,10 @@ def compile_model(model, config, strategy="none"):
         beta_2=optimizer_config.beta_2,
         epsilon=optimizer_config.epsilon,
         gradient_accumulation_steps=config.training.accumulate_steps,
+        decay=optimizer_config.decay,
+        total_steps=config.training.train_steps,
+        # A time budget's end is re-planned while training (`time_limit.DecayPlan`).
+        movable_end=bool(config.training.minutes),
         **extra,
     )
     mirrored = strategy == "mirrored"

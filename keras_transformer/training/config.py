@@ -43,6 +43,8 @@ DATASETS = ("number_words", "sword_bible", "tsv", "corpus")
 TOKENIZERS = ("wordpiece", "sentencepiece")
 MIXED_PRECISION = {"": None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 STRATEGIES = ("auto", "none", "mirrored", "data_parallel")
+# `optimizer.decay`: the learning rate after the warm-up.
+DECAYS = ("inverse_sqrt", "linear")
 # The validation metrics `training.keep_best` can watch, and whether larger is better.
 BEST_MONITORS = {"val_bleu": "max", "val_loss": "min", "val_accuracy": "max"}
 # The keyword arguments of each dataset function that the trainer sets itself.
@@ -221,6 +223,11 @@ class OptimizerConfig:
         learning_rate_scale: float. Multiplier of the schedule. Defaults to `1.0`.
         clipnorm: float. Clip each gradient to this norm; `0` does not clip (the paper does
             not). Defaults to `0.0`.
+        decay: str. After the warm-up: `"inverse_sqrt"` (the paper's `step^-0.5`) or
+            `"linear"`, a straight line from the same peak to zero at the run's last step:
+            `training.train_steps`, or with a time budget the step where the time runs out,
+            planned again at each epoch's start from the step rate measured
+            (`training.time_limit.DecayPlan`). Defaults to `"inverse_sqrt"`.
     """
 
     beta_1: float = 0.9
@@ -229,6 +236,7 @@ class OptimizerConfig:
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
     clipnorm: float = 0.0
+    decay: str = "inverse_sqrt"
 
 
 @dataclasses.dataclass
@@ -549,6 +557,7 @@ class TrainingConfig:
         _check_choice("model.preset", model.preset, ("", *MODEL_PRESETS))
         _check_choice("training.mixed_precision", training.mixed_precision, tuple(MIXED_PRECISION))
         _check_choice("distribution.strategy", distribution.strategy, STRATEGIES)
+        _check_choice("optimizer.decay", self.optimizer.decay, DECAYS)
         if training.jit_compile not in (True, False, "auto"):
             raise ConfigError(
                 "`training.jit_compile` must be true, false or 'auto'. "
@@ -586,6 +595,13 @@ class TrainingConfig:
                 continue  # Unset: sized from the corpus (`held_out_size`).
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
+        if self.optimizer.decay == "linear" and self.optimizer.warmup_steps >= training.train_steps:
+            raise ConfigError(
+                "`optimizer.decay = 'linear'` falls to zero at the run's last step, after the "
+                "warm-up: `optimizer.warmup_steps` must be < `training.train_steps`. Received: "
+                f"optimizer.warmup_steps={self.optimizer.warmup_steps}, "
+                f"training.train_steps={training.train_steps}"
+            )
         if data.tokens_per_batch // training.accumulate_steps < data.max_length:
             raise ConfigError(
                 "`data.tokens_per_batch` / `training.accumulate_steps` (the micro-batch) must "

@@ -279,6 +279,18 @@ def all_processes_agree(flag):
     return bool(multihost_utils.broadcast_one_to_all(np.array(bool(flag))))
 
 
+def broadcast_from_first(value):
+    """Process 0's int, on every process (JAX multi-process); `value` itself otherwise.
+
+    Every process must call it at the same point (it is a collective).
+    """
+    if process_count() == 1:
+        return int(value)
+    from jax.experimental import multihost_utils
+
+    return int(multihost_utils.broadcast_one_to_all(np.array(int(value), dtype=np.int32)))
+
+
 def _auto_strategy(backend, config):
     if backend == "tensorflow":
         devices = list(config.devices) or _tf_devices()

@@ -6,7 +6,11 @@ import time
 import keras
 
 from keras_transformer._checks import check_number
-from keras_transformer.training.strategy import all_processes_agree, process_count
+from keras_transformer.training.strategy import (
+    all_processes_agree,
+    broadcast_from_first,
+    process_count,
+)
 
 logger = logging.getLogger("keras_transformer")
 
@@ -187,3 +191,64 @@ def _duration(seconds):
         if seconds >= 2 * size if unit != "h" else seconds >= size:
             return f"{seconds / size:.1f} {unit}"
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+class DecayPlan(keras.callbacks.Callback):
+    """Moves a linear learning-rate decay's end to the step where the time budget runs out.
+
+    At the start of each epoch after the first, the step rate of the epoch before (its
+    end-of-epoch work included, which recurs) and the budget's remaining seconds give the
+    step the run will reach; `end` (the `decay_end` variable of `transformer_adam`) is set
+    to it, at most `train_steps` and at least one step past both the warm-up and the current
+    step. Assigned at an epoch's start, the new end reaches the compiled step on every
+    backend (JAX reads the optimizer's variables again there). With several JAX processes
+    the plan of process 0 is used by all.
+
+    Args:
+        end: the scalar variable the schedule reads (`optimizers.decay_end(optimizer)`).
+        time_limit: `TimeLimit`. The budget.
+        step_counter: an object whose `step` attribute is the run's optimizer step (the
+            backup callback).
+        train_steps: int. The step budget, an upper bound for the end.
+        warmup_steps: int. The end stays after the warm-up.
+
+    Attributes:
+        plans: list of `(step, end)`: each re-planned end and the step it was made at.
+
+    Example:
+
+    >>> class Counter:
+    ...     step = 0
+    >>> end = keras.Variable(1000.0)
+    >>> plan = DecayPlan(end, TimeLimit(minutes=1), Counter(), train_steps=1000, warmup_steps=10)
+    >>> plan.replan(step=100, seconds_per_step=0.5, remaining_seconds=30)
+    160
+    >>> float(keras.ops.convert_to_numpy(end))
+    160.0
+    """
+
+    def __init__(self, end, time_limit, step_counter, train_steps, warmup_steps):
+        super().__init__()
+        self.end = end
+        self.time_limit = time_limit
+        self.step_counter = step_counter
+        self.train_steps = train_steps
+        self.warmup_steps = warmup_steps
+        self.plans = []
+        self._mark = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        now, step = time.monotonic(), self.step_counter.step
+        if self._mark is not None and step > self._mark[1]:
+            rate = (now - self._mark[0]) / (step - self._mark[1])
+            self.replan(step, rate, self.time_limit.remaining_seconds())
+        self._mark = (now, step)
+
+    def replan(self, step, seconds_per_step, remaining_seconds):
+        """Sets and returns the end: `step` plus the steps `remaining_seconds` hold."""
+        end = step + int(max(remaining_seconds, 0.0) / seconds_per_step)
+        end = max(min(end, self.train_steps), self.warmup_steps + 1, step + 1)
+        end = broadcast_from_first(end)
+        self.end.assign(float(end))
+        self.plans.append((step, end))
+        return end

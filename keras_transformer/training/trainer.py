@@ -50,6 +50,7 @@ from keras_transformer.files import (
     unlock_directory,
     write_json,
 )
+from keras_transformer.optimizers import decay_end
 from keras_transformer.saving.weights import check_sha256
 from keras_transformer.training import fine_tune
 from keras_transformer.training.accumulation import micro_batch_tokens, per_update
@@ -92,7 +93,7 @@ from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
-from keras_transformer.training.time_limit import StepRateForecast, TimeLimit
+from keras_transformer.training.time_limit import DecayPlan, StepRateForecast, TimeLimit
 
 # The 0.2.0 paths of names that moved out of this module, kept for one release.
 from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
@@ -436,6 +437,10 @@ def _callbacks(run, backup, time_limit):
     callback_list = [backup, checkpoints, _StopAtStep(training.train_steps, backup)]
     if time_limit is not None:
         callback_list.append(time_limit)
+        end = decay_end(run.model.optimizer)
+        if end is not None:  # A linear decay ends where the time runs out.
+            warmup = run.config.optimizer.warmup_steps
+            callback_list.append(DecayPlan(end, time_limit, backup, training.train_steps, warmup))
     if context.is_chief:
         callback_list.append(
             _Forecast(run.config, training.train_steps, backup, run.report, time_limit)

@@ -1,9 +1,14 @@
-"""`keras_transformer.training.time_limit.TimeLimit`: the wall-clock budget callback."""
+"""`keras_transformer.training.time_limit`: the wall-clock budget callback, and the linear
+decay's end re-planned to where the budget runs out."""
 
+import keras
+import numpy as np
 import pytest
 
+from keras_transformer.optimizers import decay_end, transformer_adam
 from keras_transformer.training import TimeLimit
-from tests.training.training_helpers import data, small_model
+from keras_transformer.training.time_limit import DecayPlan
+from tests.training.training_helpers import data, small_model, weights_of
 
 
 def test_time_limit_stops_training():
@@ -16,3 +21,50 @@ def test_time_limit_stops_training():
     assert len(history.history["loss"]) == 1
     with pytest.raises(ValueError, match="minutes=0"):
         TimeLimit(minutes=0)
+
+
+class _EndHere(keras.callbacks.Callback):
+    """At the start of epoch `epoch`, moves the decay's end to the current step (rate 0)."""
+
+    def __init__(self, end, epoch):
+        super().__init__()
+        self.end, self.epoch, self.weights = end, epoch, {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            self.end.assign(float(keras.ops.convert_to_numpy(self.model.optimizer.iterations)))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.weights[epoch] = weights_of(self.model)
+
+
+@pytest.mark.parametrize("move", [True, False])
+def test_a_decay_end_moved_at_an_epoch_start_reaches_the_compiled_step(move):
+    # The end assigned at epoch 2's start puts the rate at 0 from there: Adam then leaves the
+    # weights as they are, on every backend (JAX reads the optimizer's variables again at an
+    # epoch's start). Left alone, the weights keep changing.
+    x, y = data()
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    optimizer = transformer_adam(2, 2, decay="linear", total_steps=1000, movable_end=True)
+    model.compile(optimizer, "mse")
+    probe = _EndHere(decay_end(optimizer), epoch=1 if move else -1)
+    model.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[probe])
+    changes = [np.max(np.abs(a - b)) for a, b in zip(probe.weights[0], probe.weights[1])]
+    assert (max(changes) == 0.0) == move
+    assert float(keras.ops.convert_to_numpy(optimizer.learning_rate)) == 0.0 or not move
+
+
+def test_decay_plan_ends_the_decay_where_the_budget_runs_out():
+    class Counter:
+        step = 0
+
+    end = keras.Variable(5000.0)
+    plan = DecayPlan(end, TimeLimit(minutes=60), Counter(), train_steps=5000, warmup_steps=800)
+    # 1,000 steps done, 0.5 s per step and 1,200 s left: 2,400 more steps.
+    assert plan.replan(1000, 0.5, 1200) == 3400
+    assert float(keras.ops.convert_to_numpy(end)) == 3400.0
+    # Never past the step budget, never inside the warm-up, never at or before the step.
+    assert plan.replan(1000, 0.1, 1e6) == 5000
+    assert plan.replan(100, 1.0, 10) == 801
+    assert plan.replan(900, 1.0, -5) == 901
+    assert plan.plans == [(1000, 3400), (1000, 5000), (100, 801), (900, 901)]

@@ -84,3 +84,26 @@ def test_plan_fits_resumes_mid_epoch():
     assert plan_fits(9, 10, 4) == [(2, 3, 1, 9)]
     assert plan_fits(8, 10, 4) == [(2, 3, 4, 8)]
     assert plan_fits(10, 10, 4) == []
+
+
+@pytest.mark.slow
+def test_a_linear_decay_under_a_time_budget_reaches_zero_at_the_runs_last_step(tiny_run):
+    # A budget that outlasts the 12 steps: the decay's end is planned again at the start of
+    # epochs 2 and 3 from the measured rate, capped at train_steps, so the rate falls to 0 at
+    # step 12 (the paper's schedule would still be at sqrt(4 / 12) of its peak).
+    import json
+
+    config = tiny_run(
+        optimizer={"decay": "linear", "warmup_steps": 4},
+        training={"minutes": 30, "train_steps": 12, "checkpoint_every": 4},
+    )
+    result = train(config, verbose=0)
+    assert result.metrics["steps"] == 12 and not result.metrics["stopped_by_time_limit"]
+    with open(os.path.join(result.output_dir, "curves.json")) as file:
+        rates = dict(json.load(file)["learning_rate"])
+    peak = 64**-0.5 * 4**-0.5  # The tiny preset's d_model 64 and the warm-up's end.
+    assert rates[4] == pytest.approx(peak, rel=1e-5)
+    assert rates[8] == pytest.approx(peak / 2, rel=1e-5)
+    assert rates[12] == 0.0
+    with open(os.path.join(result.output_dir, "train_config.json")) as file:
+        assert json.load(file)["optimizer"]["decay"] == "linear"
