@@ -272,11 +272,7 @@ def all_processes_agree(flag):
 
     Every process must call it at the same point (it is a collective).
     """
-    if process_count() == 1:
-        return bool(flag)
-    from jax.experimental import multihost_utils
-
-    return bool(multihost_utils.broadcast_one_to_all(np.array(bool(flag))))
+    return bool(broadcast_from_first(bool(flag)))
 
 
 def broadcast_from_first(value):
