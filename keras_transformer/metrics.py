@@ -3,10 +3,19 @@
 import keras
 from keras import ops
 
+from keras_transformer import _backend
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(keras.metrics.Metric):
     """Fraction of non-padding target tokens whose argmax prediction is right.
+
+    A token counts as right when its score is the largest of its row: its logit equals the
+    row's maximum (a tie counts as right, where `argmax` would pick the first of the tied
+    tokens in vocabulary order). This takes one reduction over the vocabulary instead of an
+    `argmax`: on TensorFlow without XLA, Keras' `ops.argmax` costs six passes over the
+    logits (its sign-of-zero fix, then the argmax), 101 of a 562 ms training step of an
+    8,000-token vocabulary and 4,096 tokens; the maximum costs ~10 ms (docs/training.md).
 
     Args:
         ignore_class: int or None. Target id to ignore (padding). Defaults to `0`.
@@ -34,7 +43,11 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        safe_true = y_true
+        if self.ignore_class is not None:  # as the loss writes it: one gather for both
+            safe_true = ops.where(ops.not_equal(y_true, self.ignore_class), y_true, 0)
+        true_score = _backend.take_last_axis(y_pred, safe_true)
+        is_best = ops.greater_equal(true_score, ops.max(y_pred, axis=-1))
         weights = ops.ones_like(y_true, dtype="float32")
         if self.ignore_class is not None:
             weights = ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
@@ -43,7 +56,7 @@ class MaskedAccuracy(keras.metrics.Metric):
             while len(sample_weight.shape) < len(weights.shape):
                 sample_weight = sample_weight[..., None]
             weights = weights * sample_weight
-        hits = ops.cast(ops.equal(y_true, predicted), "float32") * weights
+        hits = ops.cast(is_best, "float32") * weights
         self.correct.assign_add(ops.cast(ops.sum(hits), self.dtype))
         self.total.assign_add(ops.cast(ops.sum(weights), self.dtype))
 
