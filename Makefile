@@ -58,7 +58,15 @@ demo: $(VENV)/.installed
 
 # Spanish -> English on the SWORD Bible (configs/bible.toml) for MINUTES minutes (default 60),
 # then test BLEU (sacrebleu). Running it again continues a run the budget stopped.
+# On Debian as root, the SWORD modules are installed first when missing (as .ci/run does);
+# elsewhere `keras-transformer train` names the packages or $SWORD_PATH if they are absent.
+SWORD_PACKAGES = sword-text-sparv sword-text-web
 bible: $(VENV)/.installed
+	@if [ -z "$$SWORD_PATH" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && ! dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1; then \
+	  echo "installing the SWORD Bible modules: apt-get install $(SWORD_PACKAGES)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SWORD_PACKAGES); \
+	fi
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/bible.toml --minutes $${MINUTES:-60}
 
 # Every Python block of README.md and docs/ run as written, the pages that take minutes
