@@ -44,13 +44,13 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         safe_true = y_true
+        weights = ops.ones_like(y_true, dtype="float32")
         if self.ignore_class is not None:  # as the loss writes it: one gather for both
-            safe_true = ops.where(ops.not_equal(y_true, self.ignore_class), y_true, 0)
+            real = ops.not_equal(y_true, self.ignore_class)
+            safe_true = ops.where(real, y_true, 0)
+            weights = ops.cast(real, "float32")
         true_score = _backend.take_last_axis(y_pred, safe_true)
         is_best = ops.greater_equal(true_score, ops.max(y_pred, axis=-1))
-        weights = ops.ones_like(y_true, dtype="float32")
-        if self.ignore_class is not None:
-            weights = ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
         if sample_weight is not None:
             sample_weight = ops.cast(sample_weight, "float32")
             while len(sample_weight.shape) < len(weights.shape):
