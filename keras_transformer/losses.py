@@ -34,7 +34,7 @@ def smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
     fused = _backend.smoothed_cross_entropy(logits, labels, label_smoothing)
     if fused is not None:
         return fused
-    true_logit = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    true_logit = _backend.take_last_axis(logits, labels)
     loss = ops.logsumexp(logits, axis=-1) - (1.0 - label_smoothing) * true_logit
     if label_smoothing:
         loss = loss - label_smoothing * ops.mean(logits, axis=-1)
@@ -113,7 +113,7 @@ class LabelSmoothedCrossentropy(keras.losses.Loss):
             loss = smoothed_cross_entropy_from_logits(y_pred, safe_true, smooth)
         else:  # -Σ q log p with q = (1-ε)·onehot + ε/V
             log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
-            true = ops.take_along_axis(log_probs, safe_true[..., None], axis=-1)[..., 0]
+            true = _backend.take_last_axis(log_probs, safe_true)
             loss = -(1.0 - smooth) * true - smooth * ops.mean(log_probs, axis=-1)
         return ops.where(real, loss, ops.zeros_like(loss))
 
