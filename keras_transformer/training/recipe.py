@@ -43,7 +43,9 @@ float32's 4,538 and 31.37, with the same validation loss at equal steps.
 **Checkpoints.** Unless `training.checkpoint_every` or `training.average_checkpoints` is set,
 checkpoints are spaced so that the averaged ones span the last `AVERAGED_SHARE` of the steps
 (measured: averaging the epoch-end checkpoints of steps 200-510 of a 510-step run gave 0.78
-test BLEU, the weights of step 510 alone 2.32).
+test BLEU, the weights of step 510 alone 2.32). A time budget's steps are an estimate, so the
+run spaces them again at each epoch's start from the step time it measures
+(`time_limit.CheckpointPlan`; a faster machine makes more steps than estimated).
 
 Pure Python: importing this module imports neither Keras nor TensorFlow.
 """
@@ -285,8 +287,9 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False):
         keep = config.training.average_checkpoints
         every = max(1, int(steps * AVERAGED_SHARE / keep))
         changes["training.checkpoint_every"] = every
+        again = ", spaced again from the measured step time" if estimated else ""
         chosen.append(f"a checkpoint every {every:,} step{'s' * (every != 1)} (the {keep} "
-                      f"averaged span the last ~{AVERAGED_SHARE:.0%} of the steps)")
+                      f"averaged span the last ~{AVERAGED_SHARE:.0%} of the steps{again})")
     if (bfloat16_cpu and row.cpu_bfloat16 and not config.is_set("training.mixed_precision")
             and not config.is_set("training.jit_compile")):
         changes["training.mixed_precision"] = "bf16"

@@ -159,6 +159,10 @@ class Run:
         eval_model: the model that decodes: `model` itself, or a copy outside the strategy.
         translator: the `Translator` around `eval_model`.
         initial: the `Translator` of `training.init_from`, or `None`.
+        checkpoint_share: float or `None`. With a time budget and the recipe's checkpoint
+            spacing, the share of the steps the averaged checkpoints span, the spacing planned
+            again from the measured step rate (`time_limit.CheckpointPlan`); `None` keeps
+            `training.checkpoint_every`.
     """
 
     config: TrainingConfig
@@ -175,6 +179,7 @@ class Run:
     eval_model: object
     translator: object
     initial: object = None
+    checkpoint_share: float = None
 
     def translate(self, sources):
         """Translates `sources` with the current weights of `model`."""

@@ -80,7 +80,7 @@ from keras_transformer.training.config import (
 )
 from keras_transformer.training.curves import Curves
 from keras_transformer.training.evaluation import evaluate_translations
-from keras_transformer.training.recipe import resolve_recipe
+from keras_transformer.training.recipe import AVERAGED_SHARE, resolve_recipe
 from keras_transformer.training.run import (
     FitOutcome,
     Run,
@@ -93,7 +93,12 @@ from keras_transformer.training.stages import RunStages
 from keras_transformer.training.state import copy_weights, local_copy, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
-from keras_transformer.training.time_limit import DecayPlan, StepRateForecast, TimeLimit
+from keras_transformer.training.time_limit import (
+    CheckpointPlan,
+    DecayPlan,
+    StepRateForecast,
+    TimeLimit,
+)
 
 # The 0.2.0 paths of names that moved out of this module, kept for one release.
 from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
@@ -191,6 +196,8 @@ def prepare_run(config, verbose="auto"):
         raise
     # Settings a budgeted config leaves unset, from the corpus size (`training.recipe`).
     streaming = splits.info.get("streaming", False)
+    spacing_unset = not (config.is_set("training.checkpoint_every")
+                         or config.is_set("training.average_checkpoints"))
     config, recipe_line = resolve_recipe(
         config,
         splits.info["num_train"] if streaming else len(splits.train),
@@ -230,6 +237,13 @@ def prepare_run(config, verbose="auto"):
         eval_model=eval_model,
         translator=translator,
         initial=initial,
+        # The recipe spaced the checkpoints from an estimate of the steps: a time budget's
+        # run spaces them again from its measured step rate.
+        checkpoint_share=(
+            AVERAGED_SHARE
+            if spacing_unset and config.training.minutes and config.training.checkpoint_every
+            else None
+        ),
     )
 
 
@@ -441,6 +455,10 @@ def _callbacks(run, backup, time_limit):
         if end is not None:  # A linear decay ends where the time runs out.
             warmup = run.config.optimizer.warmup_steps
             callback_list.append(DecayPlan(end, time_limit, backup, training.train_steps, warmup))
+        if run.checkpoint_share:  # The recipe's spacing, planned again from the step rate.
+            callback_list.append(CheckpointPlan(
+                checkpoints, time_limit, backup, training.train_steps, run.checkpoint_share
+            ))
     if context.is_chief:
         callback_list.append(
             _Forecast(run.config, training.train_steps, backup, run.report, time_limit)

@@ -236,3 +236,28 @@ def test_a_recipe_run_on_a_bfloat16_cpu_trains_in_bfloat16(tiny_run, monkeypatch
     assert saved.model.dtype_policy.name == "float32"
     sources = ["one hundred", "seven"]
     assert saved(sources) == result.translator(sources)
+
+
+@pytest.mark.parametrize(
+    "training, share",
+    [
+        # A time budget and the recipe's spacing: spaced again from the measured step time.
+        ({"minutes": 60}, 0.1),
+        # The spacing named, or a step budget (its steps are known, not estimated): kept.
+        ({"minutes": 60, "checkpoint_every": 4}, None),
+        ({"minutes": 60, "average_checkpoints": 2}, None),
+        ({}, None),
+    ],
+)
+def test_a_time_budget_plans_the_recipes_checkpoint_spacing_again(tiny_run, training, share):
+    from keras_transformer.files import unlock_directory
+    from keras_transformer.training.trainer import prepare_run
+
+    values = tiny_run()
+    del values["training"]["checkpoint_every"], values["training"]["average_checkpoints"]
+    values["training"].update(training)
+    run = prepare_run(values, verbose=0)
+    unlock_directory(run.paths.output_dir)
+    assert run.checkpoint_share == share
+    if share:  # The recipe's first spacing, from its estimate of the steps.
+        assert run.config.training.checkpoint_every >= 1

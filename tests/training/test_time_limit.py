@@ -1,5 +1,6 @@
-"""`keras_transformer.training.time_limit`: the wall-clock budget callback, and the linear
-decay's end re-planned to where the budget runs out."""
+"""`keras_transformer.training.time_limit`: the wall-clock budget callback, the linear
+decay's end re-planned to where the budget runs out, and the checkpoints spaced again from
+the measured step rate."""
 
 import keras
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 
 from keras_transformer.optimizers import decay_end, transformer_adam
 from keras_transformer.training import TimeLimit
-from keras_transformer.training.time_limit import DecayPlan
+from keras_transformer.training.checkpoints import PeriodicCheckpoint, list_checkpoints
+from keras_transformer.training.time_limit import CheckpointPlan, DecayPlan
 from tests.training.training_helpers import data, small_model, weights_of
 
 
@@ -68,3 +70,56 @@ def test_decay_plan_ends_the_decay_where_the_budget_runs_out():
     assert plan.replan(100, 1.0, 10) == 801
     assert plan.replan(900, 1.0, -5) == 901
     assert plan.plans == [(1000, 3400), (1000, 5000), (100, 801), (900, 901)]
+
+
+class _Counter(keras.callbacks.Callback):
+    """The run's optimizer step, as the backup callback counts it."""
+
+    step = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+
+
+class _Budget:
+    """A time budget with `seconds` left, whatever the clock says."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def remaining_seconds(self):
+        return self.seconds
+
+
+def test_checkpoint_plan_spaces_the_averaged_checkpoints_over_the_reachable_steps():
+    class Checkpoints:
+        save_freq, keep = 198, 5
+
+    checkpoints = Checkpoints()
+    plan = CheckpointPlan(checkpoints, _Budget(0), _Counter(), train_steps=100_000, share=0.1)
+    # make bible on a machine faster than the recipe's estimate (~9,900 steps at 0.29 s):
+    # 0.27 s per step from step 500 with 3,300 s left reaches step 12,722, so 5 checkpoints
+    # 254 steps apart span the last tenth.
+    assert plan.replan(500, 0.27, 3300) == 254
+    assert checkpoints.save_freq == 254
+    # Never past the step budget; at least one step apart.
+    assert plan.replan(500, 0.001, 1e9) == 2000
+    assert plan.replan(1, 1.0, 0) == 1
+    assert plan.plans == [(500, 254), (500, 2000), (1, 1)]
+    with pytest.raises(ValueError, match="share=1.5"):
+        CheckpointPlan(checkpoints, _Budget(0), _Counter(), train_steps=10, share=1.5)
+
+
+def test_a_spacing_planned_at_an_epoch_start_is_the_one_fit_saves_at(tmp_path):
+    # 3 epochs of 8 steps, a checkpoint every 3 steps planned before training. After the
+    # first epoch the plan finds the run reaching its 100-step budget: the 2 kept checkpoints
+    # span a fifth of it, 10 steps apart (and the last one is written when training ends).
+    x, y = data(rows=16)
+    model = small_model()
+    counter = _Counter()
+    checkpoints = PeriodicCheckpoint(tmp_path, save_freq=3, keep=2)
+    plan = CheckpointPlan(checkpoints, _Budget(1e9), counter, train_steps=100, share=0.2)
+    model.fit(x, y, batch_size=2, epochs=3, verbose=0, callbacks=[counter, checkpoints, plan])
+    assert counter.step == 24
+    assert [every for _, every in plan.plans] == [10, 10]
+    assert [step for step, _ in list_checkpoints(tmp_path)] == [20, 24]
