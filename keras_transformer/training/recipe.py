@@ -4,16 +4,18 @@ The defaults of `TrainingConfig` are the paper's, made for 4.5 M sentence pairs 
 700-pair corpus and 3 CPU minutes they give 25,000-token batches (the whole corpus in one
 step), a 37,000-token vocabulary and a 4,000-step warm-up the run never ends (issue 41: test
 BLEU 0.04). So a config that gives a budget (`training.minutes` or `training.train_steps`) and
-leaves any of these settings (and the checkpoint spacing) unset gets them from the row of `RECIPE` that fits its training
-pairs, once the run has counted them (`resolve_recipe`, called by `prepare_run`), and the run
-prints one line saying what it chose and why. A setting the config names wins (see
+leaves any of these settings (and the checkpoint spacing) unset gets them from the row of
+`RECIPE` that fits its training pairs and its budget (`recipe_row`), once the run has counted
+them (`resolve_recipe`, called by `prepare_run`), and the run prints one line saying what it
+chose and why. A setting the config names wins (see
 `TrainingConfig.is_set`); so does a fine-tune (`training.init_from`: the translator's model and
 vocabulary), and a config with no budget keeps the defaults.
 
 | training pairs | model | vocabulary | tokens per batch | warm-up (most) | peak learning rate | source |
 | --- | --- | --- | --- | --- | --- | --- |
 | up to 5,000 | tiny: 2 layers, d_model 64, 4 heads, ff_dim 256, dropout 0.1 | 1,000 | 4,096 | 400 | 0.0044 | `configs/demo.toml`'s sizes; the peak measured here on 630 Bible pairs (docs/training.md) |
-| up to 100,000 | 2 layers, d_model 128, 4 heads, ff_dim 512, dropout 0.1 | 8,000 | 4,096 | 800 | 0.0031 | the sizes `configs/bible.toml` named (29k pairs, 33.49 test BLEU in 60 min), now its recipe, with 8,000 pieces instead of 4,000 (+2.8 test BLEU in 60 min side by side); carried, not measured at other sizes |
+| up to 100,000, a budget of 4,000 steps or more | wide: 2 layers, d_model 192, 4 heads, ff_dim 768, dropout 0.1 | 8,000 | 4,096 | 800 | 0.0031 | the small row 1.5x wider: 35.67 test BLEU on the Bible in 60 min (2 cores), +1.1 over the small row |
+| up to 100,000 | small: 2 layers, d_model 128, 4 heads, ff_dim 512, dropout 0.1 | 8,000 | 4,096 | 800 | 0.0031 | the sizes `configs/bible.toml` named (29k pairs, 33.49 test BLEU in 60 min), with 8,000 pieces instead of 4,000 (+2.8 test BLEU in 60 min side by side); for shorter budgets (`make bible MINUTES=30`); carried, not measured at other sizes |
 | more | base: 6 layers, d_model 512, 8 heads, ff_dim 2048, dropout 0.1 | 37,000 | 25,000 | 4,000 | 0.0007 | the paper (4.5 M pairs); carried, not measured here |
 
 Vocabulary by corpus size follows Sennrich and Zhang (2019), "Revisiting Low-Resource Neural
@@ -92,6 +94,9 @@ class RecipeRow:
         cpu_bfloat16: bool. On a CPU with bfloat16 instructions (`resolve_recipe`'s
             `bfloat16_cpu`), train in mixed bfloat16 without XLA: measured faster for the
             row's model. Defaults to `False`.
+        min_steps: int. The fewest steps the budget must give (`estimated_steps` at the
+            row's `seconds_per_step`) for the row to apply; a shorter budget takes the next
+            row. Defaults to `0`.
     """
 
     name: str
@@ -104,6 +109,7 @@ class RecipeRow:
     seconds_per_step: float
     source: str
     cpu_bfloat16: bool = False
+    min_steps: int = 0
 
     @property
     def peak_learning_rate(self):
@@ -137,6 +143,29 @@ RECIPE = (
         # Mixed bfloat16 without XLA does not pay at d_model 64: a 4,096-token step of 1,000
         # pieces took 141-160 ms against float32's 151-155 (2 cores, AVX-512 BF16).
         cpu_bfloat16=False,
+    ),
+    # The small row's model 1.5x wider, for budgets of 4,000 steps or more: `make bible` (60
+    # minutes, 2 cores, an Intel Xeon with AMX at 303 GFLOP/s) made 8,198 steps at 0.40-0.49
+    # s and 35.67 test BLEU, where the small row's d_model 128 had made 12,883 and 34.54 on a
+    # faster day (353 GFLOP/s); 30 minutes, 4,759 steps: 34.03. Shorter budgets keep the
+    # small row: 30 minutes on one core of an AMD EPYC (1,807 steps) scored 1.2 below it.
+    RecipeRow(
+        name="wide",
+        max_pairs=100_000,
+        model={"preset": "", "num_layers": 2, "d_model": 192, "num_heads": 4, "ff_dim": 768,
+               "dropout": 0.1},
+        vocabulary_size=8_000,
+        tokens_per_batch=4_096,
+        warmup_steps=800,
+        # The small row's peak learning rate, 0.0031: scale x sqrt(192 / 128).
+        learning_rate_scale=1.2247,
+        # 0.37-0.49 s per step (validation included) on 2 cores with AMX in bf16.
+        seconds_per_step=0.42,
+        source="the small row 1.5x wider, measured on the Bible in 60 minutes",
+        cpu_bfloat16=True,
+        # Between 1,807 steps (lost 1.2 BLEU to the small row) and 4,759 (ahead in
+        # validation loss at equal minutes).
+        min_steps=4_000,
     ),
     # The sizes configs/bible.toml named (29,077 training pairs): 33.49 test BLEU after 60
     # minutes; bible.toml now names none and gets these. The vocabulary is 8,000 pieces, not
@@ -181,15 +210,30 @@ RECIPE = (
 )
 
 
-def recipe_row(num_pairs):
-    """The row of `RECIPE` for a corpus of `num_pairs` training pairs.
+def recipe_row(num_pairs, config=None):
+    """The row of `RECIPE` for a corpus of `num_pairs` training pairs and the budget of
+    `config`: the first row whose corpus size fits and whose `min_steps` the budget gives.
+
+    Args:
+        num_pairs: int. The training pairs.
+        config: `TrainingConfig` or `None`. The budget; `None` takes only rows without
+            `min_steps`.
 
     Example:
 
+    >>> from keras_transformer.training.config import TrainingConfig
+    >>> hour = TrainingConfig().replace(**{"training.minutes": 60})
     >>> recipe_row(700).name, recipe_row(31_000).name, recipe_row(4_500_000).name
     ('tiny', 'small', 'base')
+    >>> recipe_row(31_000, hour).name
+    'wide'
     """
-    return next(row for row in RECIPE if row.max_pairs is None or num_pairs <= row.max_pairs)
+    return next(
+        row for row in RECIPE
+        if (row.max_pairs is None or num_pairs <= row.max_pairs)
+        and (not row.min_steps
+             or (config is not None and estimated_steps(config, row)[0] >= row.min_steps))
+    )
 
 
 def has_budget(config):
@@ -242,7 +286,7 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False):
     """
     if not has_budget(config) or config.training.init_from:
         return config, None
-    row = recipe_row(num_pairs)
+    row = recipe_row(num_pairs, config)
     changes, chosen = {}, []
     auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
     if auto_model:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.training.config import TrainingConfig, load_config
-from keras_transformer.training.recipe import RECIPE, estimated_steps, resolve_recipe
+from keras_transformer.training.recipe import RECIPE, estimated_steps, recipe_row, resolve_recipe
 
 
 def resolved(values, num_pairs):
@@ -33,10 +33,15 @@ def peak(config):
         (5000, {"train_steps": 500}, ("tiny", None, 1000, 4096, 200)),
         # A long budget: the row's own warm-up (demo.toml's 400), not a tenth of it.
         (700, {"minutes": 600}, ("tiny", None, 1000, 4096, 400)),
-        # 5,000-100,000 pairs: the sizes configs/bible.toml named, 8,000 pieces; 60 minutes at
-        # 0.29 s per step: 9,931 steps, whose two fifths are more than the row's 800; 5
-        # minutes: 827.
-        (31_000, {"minutes": 60}, ("", 128, 8000, 4096, 800)),
+        # 5,000-100,000 pairs and a budget of 4,000 steps or more: the wide row, d_model 192;
+        # 60 minutes at 0.42 s per step: 6,857 steps, whose two fifths are more than the
+        # row's 800.
+        (31_000, {"minutes": 60}, ("", 192, 8000, 4096, 800)),
+        (31_000, {"train_steps": 4000}, ("", 192, 8000, 4096, 800)),
+        # A shorter budget: the small row, the sizes configs/bible.toml named; 30 minutes at
+        # 0.29 s per step: 4,965 steps (3,428 at the wide row's 0.42); 5 minutes: 827.
+        (31_000, {"minutes": 30}, ("", 128, 8000, 4096, 800)),
+        (31_000, {"train_steps": 3999}, ("", 128, 8000, 4096, 800)),
         (31_000, {"minutes": 5}, ("", 128, 8000, 4096, 330)),
         # More: the paper's base.
         (4_500_000, {"train_steps": 100_000}, ("base", None, 37000, 25000, 4000)),
@@ -49,7 +54,7 @@ def test_the_row_and_the_warmup_follow_the_corpus_and_the_budget(num_pairs, trai
             optimizer.warmup_steps) == expected
     assert model.dropout == 0.1
     # A shorter warm-up keeps the source config's peak learning rate.
-    row = next(row for row in RECIPE if row.max_pairs is None or num_pairs <= row.max_pairs)
+    row = recipe_row(num_pairs, config)
     assert peak(config) == pytest.approx(row.peak_learning_rate, rel=1e-3)
     # The averaged checkpoints span the last tenth of the (estimated) steps.
     steps, _ = estimated_steps(config, row)
