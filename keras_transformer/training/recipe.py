@@ -37,7 +37,7 @@ Bible pairs the tiny row's 0.0044 beat demo.toml's 0.0125 by +1.7 BLEU at 1,000 
 
 **Precision.** On TensorFlow on a CPU with bfloat16 instructions and no GPU (the trainer asks
 `building.bfloat16_trains_faster`), the rows whose model was measured to train faster in mixed
-bfloat16 without XLA (`RecipeRow.cpu_bfloat16`: small and base) get
+bfloat16 without XLA (`RecipeRow.cpu_bfloat16`: small, wide and base) get
 `training.mixed_precision = "bf16"` and `training.jit_compile = false`, unless the config names
 either: on the Bible, 60 minutes on one core gave 5,258 steps and 32.03 test BLEU against
 float32's 4,538 and 31.37, with the same validation loss at equal steps.
