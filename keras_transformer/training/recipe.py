@@ -238,6 +238,18 @@ def recipe_row(num_pairs, config=None):
     )
 
 
+def checkpoint_spacing(steps, keep, share=AVERAGED_SHARE):
+    """Steps between checkpoints for the `keep` newest of a `steps`-step run to span its last
+    `share`: at least 1.
+
+    Example:
+
+    >>> checkpoint_spacing(9_931, 5), checkpoint_spacing(4, 5)
+    (198, 1)
+    """
+    return max(1, int(steps * share / keep))
+
+
 def has_budget(config):
     """Whether `config` names a budget: `training.minutes` or `training.train_steps`."""
     return bool(config.training.minutes) or config.is_set("training.train_steps")
@@ -331,7 +343,7 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False):
                       f"{row.peak_learning_rate:.3g})")
     if not (config.is_set("training.checkpoint_every") or config.is_set("training.average_checkpoints")):
         keep = config.training.average_checkpoints
-        every = max(1, int(steps * AVERAGED_SHARE / keep))
+        every = checkpoint_spacing(steps, keep)
         changes["training.checkpoint_every"] = every
         again = ", spaced again from the measured step time" if estimated else ""
         chosen.append(f"a checkpoint every {every:,} step{'s' * (every != 1)} (the {keep} "

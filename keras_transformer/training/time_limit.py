@@ -6,6 +6,7 @@ import time
 import keras
 
 from keras_transformer._checks import check_number
+from keras_transformer.training.recipe import checkpoint_spacing
 from keras_transformer.training.strategy import (
     all_processes_agree,
     broadcast_from_first,
@@ -329,7 +330,7 @@ class CheckpointPlan(_BudgetPlan):
     def replan(self, step, seconds_per_step, remaining_seconds):
         """Sets and returns the spacing: `share` of the reachable step over `keep`."""
         end = self.reachable(step, seconds_per_step, remaining_seconds)
-        every = broadcast_from_first(max(1, int(end * self.share / self.checkpoints.keep)))
+        every = broadcast_from_first(checkpoint_spacing(end, self.checkpoints.keep, self.share))
         self.checkpoints.save_freq = every
         self.plans.append((step, every))
         return every
