@@ -320,6 +320,13 @@ class EvaluationConfig:
     Args:
         beam_size: int. Beam size (paper: 4). Defaults to `4`.
         alpha: float. Length penalty (paper: 0.6). Defaults to `0.6`.
+        alphas: list of float. Length penalties to try on the validation split once training
+            (and checkpoint averaging) ends, as the paper chose its alpha "after
+            experimentation on the development set": the one with the highest BLEU there
+            becomes the translator's `alpha` (saved with it, used for the test split and the
+            exports). Tried in increasing order, stopping after two in a row below the best.
+            Costs one beam search of the validation split per length penalty tried. Defaults
+            to `[]`: `alpha`, untuned (the recipe sets them, `recipe.ALPHAS`).
         extra_length: int. Translations have at most source length + this many tokens (paper:
             50). Defaults to `50`.
         bleu_every: int. Steps between validation BLEU evaluations; `0` evaluates at the end of
@@ -336,6 +343,7 @@ class EvaluationConfig:
 
     beam_size: int = 4
     alpha: float = 0.6
+    alphas: list = dataclasses.field(default_factory=list)
     extra_length: int = 50
     bleu_every: int = 0
     bleu_sentences: int = 0
@@ -647,6 +655,13 @@ class TrainingConfig:
             raise ConfigError(
                 "`evaluation.samples` must be a list of strings. "
                 f"Received: evaluation.samples={evaluation.samples!r}"
+            )
+        if not isinstance(evaluation.alphas, list) or not all(
+            _has_type(alpha, float) and alpha >= 0 for alpha in evaluation.alphas
+        ):
+            raise ConfigError(
+                "`evaluation.alphas` must be a list of numbers >= 0. "
+                f"Received: evaluation.alphas={evaluation.alphas!r}"
             )
         optimizer = self.optimizer
         for name, value in (("optimizer.beta_1", optimizer.beta_1), ("optimizer.beta_2", optimizer.beta_2)):

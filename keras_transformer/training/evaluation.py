@@ -73,3 +73,48 @@ def evaluate_translations(translator, pairs, chunk_size=256, verbose=True):
             for s, r, h in list(zip(sources, references, hypotheses, strict=True))[:10]
         ],
     }
+
+
+def tune_alpha(translator, pairs, alphas, verbose=True, patience=2):
+    """The length penalty with the highest BLEU on `pairs`, among `alphas`.
+
+    The paper chose its beam size and length penalty "after experimentation on the
+    development set"; this tries each candidate on the validation split. Candidates are tried
+    in increasing order and the search stops after `patience` in a row score below the best:
+    past the best, a larger penalty only lengthens translations (and their search).
+
+    Args:
+        translator: a `Translator` (called as `translator(sentences, alpha=alpha)`).
+        pairs: list of `(source, reference)`: the validation split.
+        alphas: list of float, the candidates (`evaluation.alphas`).
+        verbose: bool. Show progress. Defaults to `True`.
+        patience: int. Candidates in a row below the best that end the search. Defaults to `2`.
+
+    Returns:
+        `(alpha, trials)`: the best candidate (the smallest of equals) and, for each one
+        tried, a dict of `alpha`, `bleu` (sacreBLEU corpus BLEU) and `length_ratio` (the
+        translations' length over the references', as `score_corpus` gives it).
+    """
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    trials, best, below = [], None, 0
+    for alpha in sorted({float(alpha) for alpha in alphas}):
+        hypotheses = translate_sentences(
+            lambda chunk, alpha=alpha: translator(chunk, alpha=alpha),
+            sources,
+            verbose=verbose,
+            description=f"length penalty {alpha:g} on the validation split",
+        )
+        bleu = score_corpus(hypotheses, references, metrics=("bleu",))["bleu"]
+        trials.append({
+            "alpha": alpha,
+            "bleu": bleu["score"],
+            "length_ratio": bleu["length_ratio"],
+        })
+        if best is None or bleu["score"] > best["bleu"]:
+            best, below = trials[-1], 0
+        else:
+            below += 1
+            if below >= patience:
+                break
+    return best["alpha"], trials

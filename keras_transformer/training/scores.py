@@ -34,7 +34,9 @@ def score_corpus(hypotheses, references, metrics=METRICS):
         dict `{metric: {"name", "score", "signature", "verbose_score"}}`: the score on a
         0-100 scale with 6 decimals (BLEU, chrF: higher is better; TER: lower is better),
         sacreBLEU's signature (e.g. `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0`)
-        and its detail line (BLEU's n-gram precisions and brevity penalty).
+        and its detail line (BLEU's n-gram precisions and brevity penalty); BLEU's also has
+        `length_ratio`, the translations' length over the references' (`None` without
+        reference words).
 
     Example:
 
@@ -149,12 +151,15 @@ def _result(score, signature):
     signature = signature.format()
     # sacreBLEU's JSON line carries the detail (BLEU: n-gram precisions, brevity penalty).
     detail = json.loads(score.format(signature=signature, is_json=True))
-    return {
+    result = {
         "name": score.name,
         "score": _score(score.score),
         "signature": signature,
         "verbose_score": detail.get("verbose_score", ""),
     }
+    if score.name == "BLEU":  # The translations' length over the references' (hyp / ref).
+        result["length_ratio"] = round(score.sys_len / score.ref_len, 4) if score.ref_len else None
+    return result
 
 
 def _float(value):

@@ -7,6 +7,7 @@ stages, in this order, each ending with its files written atomically:
 | --- | --- | --- |
 | `trained` | (the backup of the last step) | steps, optimizer iterations, seconds, loss history |
 | `averaged` | `model.weights.h5` | the steps of the averaged checkpoints |
+| `tuned` | | the length penalty chosen on the validation split (`evaluation.alphas`) |
 | `evaluated` | | test BLEU, exact match, examples |
 | `saved` | `translator.keras`, `preset/` | |
 | `exported` | `saved_model/` | the sample translations of the SavedModel |
@@ -28,7 +29,7 @@ import os
 
 from keras_transformer.files import read_json, write_json
 
-STAGES = ("trained", "averaged", "evaluated", "saved", "exported", "finished")
+STAGES = ("trained", "averaged", "tuned", "evaluated", "saved", "exported", "finished")
 
 
 class RunStages:

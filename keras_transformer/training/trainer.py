@@ -79,7 +79,7 @@ from keras_transformer.training.config import (
     warmup_note,
 )
 from keras_transformer.training.curves import Curves
-from keras_transformer.training.evaluation import evaluate_translations
+from keras_transformer.training.evaluation import evaluate_translations, tune_alpha
 from keras_transformer.training.recipe import AVERAGED_SHARE, resolve_recipe
 from keras_transformer.training.run import (
     FitOutcome,
@@ -649,6 +649,7 @@ def finalize_run(run, outcome):
     if run.eval_model is not model:
         copy_weights(model, run.eval_model)
     run.translator = fine_tune.written_translator(run.translator)  # `lora_rank`: merged
+    metrics.update(_tune(run, stages))
     metrics.update(_evaluate(run, stages))
     if not stages.done("saved"):
         if config.export.translator:
@@ -695,6 +696,33 @@ def _average(run, stages):
                    f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
     save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
     return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
+
+
+def _tune(run, stages):
+    """The `tuned` stage: the length penalty of `evaluation.alphas` with the best validation
+    BLEU becomes the Translator's `alpha` (process 0), before the test and the exports."""
+    evaluation, report, pairs = run.config.evaluation, run.report, run.splits.validation
+    if not evaluation.alphas:
+        return {}
+    tuned = stages.get("tuned")
+    if tuned is None:
+        if not pairs:
+            report(f"evaluation.alphas: no validation split to try them on; the length "
+                   f"penalty stays evaluation.alpha = {evaluation.alpha:g}")
+            return stages.record("tuned", alpha=float(evaluation.alpha), alpha_trials=[])
+        start = time.monotonic()
+        alpha, trials = tune_alpha(run.translator, pairs, evaluation.alphas, report.enabled)
+        tuned = stages.record("tuned", alpha=alpha, alpha_trials=trials)
+        tried = ", ".join(
+            f"{trial['alpha']:g}: {trial['bleu']:.2f} (length {trial['length_ratio']:.3f})"
+            for trial in trials
+        )
+        report(f"length penalty tuned on the {len(pairs):,} validation pairs: alpha "
+               f"{alpha:g} (BLEU {tried}; {time.monotonic() - start:.0f} s)")
+    else:
+        report(f"length penalty: tuned by an earlier run: alpha {tuned['alpha']:g}")
+    run.translator.alpha = float(tuned["alpha"])
+    return tuned
 
 
 def _evaluate(run, stages):

@@ -99,6 +99,9 @@ def test_toml_and_yaml_files_give_the_same_config(tmp_path):
         ({"data": {"max_length": "32"}}, "data.max_length='32'"),
         ({"training": {"jit_compile": "yes"}}, "training.jit_compile='yes'"),
         ({"export": {"translator": 1}}, "export.translator=1"),
+        ({"evaluation": {"alphas": 0.6}}, "evaluation.alphas=0.6"),
+        ({"evaluation": {"alphas": [0.6, -1]}}, "evaluation.alphas=[0.6, -1]"),
+        ({"evaluation": {"alphas": [True]}}, "evaluation.alphas=[True]"),
     ],
 )
 def test_invalid_settings_raise_naming_them(values, message):

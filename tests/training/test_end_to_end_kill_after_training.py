@@ -26,9 +26,10 @@ TENSORFLOW = BACKEND == "tensorflow"
 # The full chain on TensorFlow (the export needs it in-process); elsewhere one stage (the
 # rerun loads the averaged weights and the test metrics recorded), to keep the suite quick.
 KILLED_STAGES = (
-    ["averaged", "evaluated", "saved", "exported", "cleanup"] if TENSORFLOW else ["saved"]
+    ["averaged", "tuned", "evaluated", "saved", "exported", "cleanup"] if TENSORFLOW
+    else ["saved"]
 )
-RECORDED = ["trained", "averaged", "evaluated", "saved", "exported", "finished"]
+RECORDED = ["trained", "averaged", "tuned", "evaluated", "saved", "exported", "finished"]
 # Per-invocation figures: they differ between an interrupted and an uninterrupted run.
 TIMINGS = {"train_seconds", "test_seconds", "total_seconds", "steps_this_run"}
 
@@ -36,7 +37,7 @@ TIMINGS = {"train_seconds", "test_seconds", "total_seconds", "steps_this_run"}
 def chain_config(tiny_run, output_dir):
     return {
         **tiny_run(
-            evaluation={"test": True, "num_samples": 2},
+            evaluation={"test": True, "num_samples": 2, "alphas": [0.0, 1.5]},
             export={"translator": True, "saved_model": TENSORFLOW},
         ),
         "output_dir": str(output_dir),

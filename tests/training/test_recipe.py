@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.training.config import TrainingConfig, load_config
+from keras_transformer.training.recipe import ALPHAS as RECIPE_ALPHAS
 from keras_transformer.training.recipe import RECIPE, estimated_steps, recipe_row, resolve_recipe
 
 
@@ -99,9 +100,24 @@ def test_explicit_settings_win():
         "data": {"vocabulary_size": 500, "tokens_per_batch": 1024},
         "optimizer": {"warmup_steps": 50},
         "training": {"train_steps": 500, "checkpoint_every": 100},
+        "evaluation": {"alpha": 0.6},
     }
     config, line = resolved(values, 700)
     assert line is None and config.to_dict() == TrainingConfig.from_dict(values).to_dict()
+
+
+def test_the_length_penalty_is_tuned_unless_one_is_named():
+    config, line = resolved({"training": {"minutes": 60}}, 31_000)
+    assert config.evaluation.alphas == RECIPE_ALPHAS and config.evaluation.alpha == 0.6
+    assert "the length penalty tuned on the validation split once trained (alpha 0.6-2)" in line
+    for evaluation in ({"alpha": 1.0}, {"alphas": [0.6, 1.0]}, {"alphas": []}):
+        config, line = resolved({"training": {"minutes": 60}, "evaluation": evaluation}, 31_000)
+        assert (config.evaluation.alpha, config.evaluation.alphas) == (
+            evaluation.get("alpha", 0.6), evaluation.get("alphas", [])
+        )
+        assert "length penalty" not in line
+    config, line = resolved({"evaluation": {"alpha": 1.0}}, 31_000)  # no budget: no recipe
+    assert config.evaluation.alphas == [] and line is None
 
 
 def test_no_budget_or_a_fine_tune_keeps_the_defaults():
@@ -133,7 +149,8 @@ def test_a_run_prints_the_line_and_writes_the_chosen_settings(tiny_run, capsys):
     values = tiny_run(training={"train_steps": 4})
     for section, key in (("data", "vocabulary_size"), ("data", "tokens_per_batch"),
                          ("optimizer", "warmup_steps"), ("model", "preset"),
-                         ("training", "checkpoint_every"), ("training", "average_checkpoints")):
+                         ("training", "checkpoint_every"), ("training", "average_checkpoints"),
+                         ("evaluation", "alphas")):
         del values[section][key]
     result = train(values, verbose=2)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("recipe")]
@@ -150,6 +167,8 @@ def test_a_run_prints_the_line_and_writes_the_chosen_settings(tiny_run, capsys):
     assert written["training"]["checkpoint_every"] == 1
     assert result.metrics["averaged_checkpoints"] == [1, 2, 3, 4]
     assert written["model"]["preset"] == "tiny" and written["model"]["dropout"] == 0.1
+    assert written["evaluation"]["alphas"] == RECIPE_ALPHAS
+    assert result.translator.alpha == result.metrics["alpha"] in RECIPE_ALPHAS
     assert result.config.to_dict() == written
     assert result.metrics["steps"] == 4
 

@@ -31,3 +31,35 @@ def test_scores_carry_six_decimals_not_float_noise():
     assert result["bleu"]["system"]["score"] == 100.0
     baseline = result["bleu"]["baseline"]
     assert all(baseline[key] == round(baseline[key], 6) for key in ("score", "mean", "ci"))
+
+
+def test_the_length_penalty_with_the_best_validation_bleu_is_chosen():
+    """`tune_alpha` (`evaluation.alphas`): the candidates in increasing order, the best BLEU
+    kept, the search stopped after two in a row below it."""
+    from keras_transformer.training.evaluation import tune_alpha
+
+    references = ["one two three four five six", "seven eight nine ten"]
+    pairs = [(f"source {index}", reference) for index, reference in enumerate(references)]
+    calls = []
+
+    def translator(sources, alpha):
+        # A length penalty of 1.0 gives whole references; smaller ones cut them, larger ones
+        # add words: BLEU peaks at 1.0.
+        calls.append(alpha)
+        keep = {0.5: 3, 1.0: 6}.get(alpha, 6)
+        extra = " and so on" * round(max(alpha - 1.0, 0) * 4)
+        return [" ".join(references[int(source.split()[1])].split()[:keep]) + extra
+                for source in sources]
+
+    alpha, trials = tune_alpha(translator, pairs, [3.0, 1.0, 0.5, 1.5, 2.0, 1.0],
+                               verbose=False)
+    assert alpha == 1.0
+    # Increasing, each once; 2.0 and 3.0 never tried (1.5 and 2.0 would be the two below).
+    assert [trial["alpha"] for trial in trials] == calls == [0.5, 1.0, 1.5, 2.0]
+    assert trials[1]["bleu"] == 100.0 and trials[1]["length_ratio"] == 1.0
+    assert trials[0]["bleu"] < 100.0 and trials[0]["length_ratio"] < 1.0
+    assert all(trial["bleu"] < 100.0 and trial["length_ratio"] > 1.0 for trial in trials[2:])
+    # Equal scores: the smallest.
+    alpha, trials = tune_alpha(lambda sources, alpha: ["x"] * len(sources), pairs, [0.6, 1.0],
+                               verbose=False)
+    assert alpha == 0.6 and len(trials) == 2

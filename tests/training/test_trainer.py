@@ -107,3 +107,37 @@ def test_a_linear_decay_under_a_time_budget_reaches_zero_at_the_runs_last_step(t
     assert rates[12] == 0.0
     with open(os.path.join(result.output_dir, "train_config.json")) as file:
         assert json.load(file)["optimizer"]["decay"] == "linear"
+
+
+def test_the_length_penalty_tuned_on_the_validation_split_is_the_translators(
+    tiny_run, monkeypatch
+):
+    """`evaluation.alphas`: the best on the validation split (the smallest of equals) is the
+    alpha of the test, of metrics.json and of the saved translator; a finished run, run
+    again, does not tune again."""
+    from keras_transformer import Translator
+    from keras_transformer.training import corpus_bleu, evaluation, trainer
+
+    config = tiny_run(
+        evaluation={"test": True, "alphas": [1.5, 0.0, 5.0]},
+        export={"translator": True},
+    )
+    result = train(config, verbose=0)
+    metrics, translator = result.metrics, result.translator
+    trials = metrics["alpha_trials"]
+    assert [trial["alpha"] for trial in trials] == [0.0, 1.5, 5.0][: len(trials)]
+    best = max(trials, key=lambda trial: (trial["bleu"], -trial["alpha"]))
+    assert metrics["alpha"] == best["alpha"] == translator.alpha
+    # The validation BLEU of the chosen alpha is that of the translator as saved.
+    saved = Translator.load(os.path.join(result.output_dir, "translator.keras"))
+    assert saved.alpha == metrics["alpha"] != 0.6  # not `evaluation.alpha`, untried
+    with open(os.path.join(result.output_dir, "valid.src")) as file:
+        sources = file.read().splitlines()
+    with open(os.path.join(result.output_dir, "valid.ref")) as file:
+        references = file.read().splitlines()
+    assert corpus_bleu(saved(sources), references) == pytest.approx(best["bleu"], abs=1e-6)
+    # Run again: the stages are done, nothing is tuned again.
+    monkeypatch.setattr(evaluation, "tune_alpha", None)
+    monkeypatch.setattr(trainer, "tune_alpha", None)
+    again = train(config, verbose=0)
+    assert again.translator.alpha == again.metrics["alpha"] == metrics["alpha"]

@@ -6,6 +6,7 @@ of one step of the run, after the work a real kill there would have done:
 - `checkpoint-N`: while the periodic checkpoint of step N is written (its temporary file is
   on disk, the backup of step N complete);
 - `averaged`: after the checkpoints are averaged, before `model.weights.h5` is written;
+- `tuned`: after the length penalties are tried on the validation split (`evaluation.alphas`);
 - `evaluated`: after the test split is translated and scored;
 - `saved`: while `translator.keras` is written (its temporary file is complete);
 - `exported`: while the SavedModel is written (its temporary directory is complete);
@@ -73,6 +74,10 @@ elif STAGE == "averaged":
     from keras_transformer.training import averaging
 
     after(averaging, "average_checkpoints")
+elif STAGE == "tuned":
+    from keras_transformer.training import trainer
+
+    after(trainer, "tune_alpha")
 elif STAGE == "evaluated":
     from keras_transformer.training import trainer
 
