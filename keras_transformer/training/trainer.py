@@ -202,6 +202,7 @@ def prepare_run(config, verbose="auto"):
         config,
         splits.info["num_train"] if streaming else len(splits.train),
         bfloat16_cpu=context.num_replicas == 1 and bfloat16_trains_faster(),
+        num_validation=len(splits.validation),
     )
     if context.is_chief:
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
@@ -714,7 +715,8 @@ def _tune(run, stages):
         alpha, trials = tune_alpha(run.translator, pairs, evaluation.alphas, report.enabled)
         tuned = stages.record("tuned", alpha=alpha, alpha_trials=trials)
         tried = ", ".join(
-            f"{trial['alpha']:g}: {trial['bleu']:.2f} (length {trial['length_ratio']:.3f})"
+            f"{trial['alpha']:g}: {trial['bleu']:.2f}"
+            + (f" (length {trial['length_ratio']:.3f})" if trial["length_ratio"] is not None else "")
             for trial in trials
         )
         report(f"length penalty tuned on the {len(pairs):,} validation pairs: alpha "

@@ -118,6 +118,13 @@ def test_the_length_penalty_is_tuned_unless_one_is_named():
         assert "length penalty" not in line
     config, line = resolved({"evaluation": {"alpha": 1.0}}, 31_000)  # no budget: no recipe
     assert config.evaluation.alphas == [] and line is None
+    # Tuned on 200 validation pairs or more, not on fewer (`MIN_TUNING_PAIRS`).
+    budget = TrainingConfig.from_dict({"training": {"minutes": 60}})
+    config, line = resolve_recipe(budget, 31_000, num_validation=200)
+    assert config.evaluation.alphas == RECIPE_ALPHAS
+    config, line = resolve_recipe(budget, 700, num_validation=35)
+    assert config.evaluation.alphas == [] and config.evaluation.alpha == 0.6
+    assert "the length penalty untuned (35 validation pairs, fewer than the 200" in line
 
 
 def test_no_budget_or_a_fine_tune_keeps_the_defaults():
@@ -167,8 +174,10 @@ def test_a_run_prints_the_line_and_writes_the_chosen_settings(tiny_run, capsys):
     assert written["training"]["checkpoint_every"] == 1
     assert result.metrics["averaged_checkpoints"] == [1, 2, 3, 4]
     assert written["model"]["preset"] == "tiny" and written["model"]["dropout"] == 0.1
-    assert written["evaluation"]["alphas"] == RECIPE_ALPHAS
-    assert result.translator.alpha == result.metrics["alpha"] in RECIPE_ALPHAS
+    # 16 validation pairs: too few to tune the length penalty on.
+    assert written["evaluation"]["alphas"] == [] and "alpha" not in result.metrics
+    assert ("the length penalty untuned (16 validation pairs, fewer than the 200 it is tuned "
+            "on)") in lines[0]
     assert result.config.to_dict() == written
     assert result.metrics["steps"] == 4
 
