@@ -45,10 +45,10 @@ float32's 4,538 and 31.37, with the same validation loss at equal steps.
 **Length penalty.** Unless `evaluation.alpha` or `evaluation.alphas` is set, the run tries
 the length penalties of `ALPHAS` on the validation split once trained and keeps the best
 (`evaluation.alphas`), as the paper chose its alpha on the development set; with fewer than
-`MIN_TUNING_PAIRS` validation pairs (too few to rank them), it keeps `evaluation.alpha`. Measured on the
-Bible (the wide row, 60 minutes): at the paper's 0.6 the translations were 7-8 % shorter
-than the references; from a fresh clone, `make bible` chose alpha 1.6 (36.54 validation BLEU
-against 35.84 at 0.6) and scored 36.46 test BLEU against 35.87.
+`MIN_TUNING_PAIRS` validation pairs (too few to rank them), it keeps `evaluation.alpha`.
+Measured on the Bible (the wide row, 60 minutes): at the paper's 0.6 the translations were
+7-8 % shorter than the references; from a fresh clone, `make bible` chose alpha 1.6 (36.54
+validation BLEU against 35.84 at 0.6) and scored 36.46 test BLEU against 35.87.
 
 **Checkpoints.** Unless `training.checkpoint_every` or `training.average_checkpoints` is set,
 checkpoints are spaced so that the averaged ones span the last `AVERAGED_SHARE` of the steps

@@ -119,13 +119,13 @@ def test_the_length_penalty_tuned_on_the_validation_split_is_the_translators(
     from keras_transformer.training import corpus_bleu, evaluation, trainer
 
     config = tiny_run(
-        evaluation={"test": True, "alphas": [1.5, 0.0, 5.0]},
+        evaluation={"test": True, "alphas": [1.5, 0.0]},
         export={"translator": True},
     )
     result = train(config, verbose=0)
     metrics, translator = result.metrics, result.translator
     trials = metrics["alpha_trials"]
-    assert [trial["alpha"] for trial in trials] == [0.0, 1.5, 5.0][: len(trials)]
+    assert [trial["alpha"] for trial in trials] == [0.0, 1.5]  # in increasing order
     best = max(trials, key=lambda trial: (trial["bleu"], -trial["alpha"]))
     assert metrics["alpha"] == best["alpha"] == translator.alpha
     # The validation BLEU of the chosen alpha is that of the translator as saved.
