@@ -52,18 +52,12 @@ def corpus_bleu(statistics):
     return BLEU()._compute_score_from_stats(list(statistics.sum(axis=0))).score
 
 
-def tuned_alpha(statistics, alphas, rows, patience=2):
-    """The alpha `tune_alpha` chooses on the validation sentences `rows`."""
-    best, best_score, below = None, None, 0
-    for alpha in alphas:
-        score = corpus_bleu(statistics[alpha][rows])
-        if best is None or score > best_score:
-            best, best_score, below = alpha, score, 0
-        else:
-            below += 1
-            if below >= patience:
-                break
-    return best
+def tuned_alpha(statistics, alphas, rows):
+    """The alpha the recipe's tuning (`evaluation.tune_alpha`) chooses on the validation
+    sentences `rows`."""
+    from keras_transformer.training.evaluation import increasing_search
+
+    return increasing_search(alphas, lambda alpha: corpus_bleu(statistics[alpha][rows]))
 
 
 def main():

@@ -97,10 +97,11 @@ def tune_alpha(translator, pairs, alphas, verbose=True, patience=2):
     """
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
-    trials, best, below = [], None, 0
-    for alpha in sorted({float(alpha) for alpha in alphas}):
+    trials = []
+
+    def validation_bleu(alpha):
         hypotheses = translate_sentences(
-            lambda chunk, alpha=alpha: translator(chunk, alpha=alpha),
+            lambda chunk: translator(chunk, alpha=alpha),
             sources,
             verbose=verbose,
             description=f"length penalty {alpha:g} on the validation split",
@@ -111,10 +112,29 @@ def tune_alpha(translator, pairs, alphas, verbose=True, patience=2):
             "bleu": bleu["score"],
             "length_ratio": bleu["length_ratio"],
         })
-        if best is None or bleu["score"] > best["bleu"]:
-            best, below = trials[-1], 0
+        return bleu["score"]
+
+    return increasing_search(alphas, validation_bleu, patience), trials
+
+
+def increasing_search(alphas, score, patience=2):
+    """The alpha of the highest `score(alpha)` (the smallest of equals), trying `alphas` in
+    increasing order (each once) and stopping after `patience` in a row below the best: the
+    search of `tune_alpha`, on any score (`benchmarks/length_penalty.py` runs it on subsets).
+
+    Example:
+
+    >>> scores = {0.5: 30.0, 1.0: 31.0, 1.5: 29.0, 2.0: 28.0, 2.5: 35.0}
+    >>> increasing_search([2.5, 2.0, 0.5, 1.0, 1.5], scores.get)  # 2.5: never tried
+    1.0
+    """
+    best, best_score, below = None, None, 0
+    for alpha in sorted({float(alpha) for alpha in alphas}):
+        value = score(alpha)
+        if best is None or value > best_score:
+            best, best_score, below = alpha, value, 0
         else:
             below += 1
             if below >= patience:
                 break
-    return best["alpha"], trials
+    return best
