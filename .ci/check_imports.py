@@ -27,7 +27,7 @@ import sys
 # The layers, bottom first. Within a layer, modules may import each other (without cycles).
 LAYERS = [
     # Base helpers: no model code.
-    ["version", "_lazy", "_checks", "files", "buckets", "_backend"],
+    ["version", "_lazy", "_checks", "files", "buckets", "_backend", "engines.names"],
     # Keras objects.
     ["hyperparameters", "layers", "losses", "metrics", "schedules", "optimizers"],
     # The file formats, handed the classes they read and write.
@@ -38,7 +38,10 @@ LAYERS = [
     ["text"],
     ["datasets"],
     ["data"],
-    # The translate loop every engine shares, then the Keras engine.
+    # Whole texts around the translation contract (segmentation, HTML, files, detection):
+    # framework-free, handed the translate call.
+    ["documents"],
+    # The translate loop every engine shares and the `Engine` protocol, then the Keras engine.
     ["translation"],
     ["translator"],
     ["export.versions"],

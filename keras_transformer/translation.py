@@ -1,9 +1,17 @@
-"""The translation loop every engine shares (the Keras `Translator`, the SavedModel and
-CTranslate2 engines): the translation contract on the way in and out, batching across buckets,
-n-best lists, and the `Translation` each engine returns. An engine brings only its search.
+"""The translation contract every engine shares (the Keras `Translator`, the SavedModel and
+CTranslate2 engines): the `Engine` protocol and its `SearchOptions` and `Capabilities`, the
+translation loop on the way in and out (batching across buckets, n-best lists), and the
+`Translation` each engine returns. An engine brings only its search.
+
+Callers (the command line, `keras-transformer serve`, training's samples, the whole-text
+layer of `keras_transformer.documents`) talk to any engine through the protocol alone:
+`engine.run(sentences, options, prefixes)`, `engine.check(options)`,
+`engine.capabilities`, `engine.warmup_requests(max_batch)`, `engine.concurrency` and
+`engine.expect(count)`; they never ask an engine what class it is.
 """
 
 import dataclasses
+import typing
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -73,6 +81,211 @@ class Scoring:
     token_scores: list
     target_tokens: list
     truncated: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """The search a call asks of an engine (`Engine.run`); the server batches together the
+    requests whose options are equal.
+
+    Attributes:
+        beam_size: int or `None` (the engine's).
+        num_hypotheses: int or `None` (the best only; an int: a list of that many per
+            sentence, best first).
+        sampling_topk, sampling_topp, sampling_temperature: sampling (any set: sampling on).
+        seed: int. The sampling seed.
+        prefixed: bool. The call gives target prefixes.
+        alpha: float or `None` (the engine's length penalty).
+        alignments: bool. Fill `Translation.alignments` and `word_alignments`.
+    """
+
+    beam_size: int = None
+    num_hypotheses: int = None
+    sampling_topk: int = None
+    sampling_topp: float = None
+    sampling_temperature: float = None
+    seed: int = 0
+    prefixed: bool = False
+    alpha: float = None
+    alignments: bool = False
+
+    @property
+    def sampling(self):
+        return any(
+            value is not None
+            for value in (self.sampling_topk, self.sampling_topp, self.sampling_temperature)
+        )
+
+    def arguments(self):
+        """The keyword arguments of `engine.translate` for these options (unset ones left out,
+        so an engine without sampling, a fixed length penalty or alignments is called without
+        those arguments)."""
+        names = ("beam_size", "num_hypotheses", "sampling_topk", "sampling_topp")
+        arguments = {name: getattr(self, name) for name in names}
+        arguments["sampling_temperature"] = self.sampling_temperature
+        arguments["alpha"] = self.alpha
+        arguments = {name: value for name, value in arguments.items() if value is not None}
+        if self.sampling:
+            arguments["seed"] = self.seed
+        if self.alignments:
+            arguments["alignments"] = True
+        return arguments
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an engine can search (`Engine.capabilities`), declared instead of probed.
+
+    Attributes:
+        fixed_beam_size: int or `None`. The only beam size the engine runs (a SavedModel's,
+            fixed at export), or `None` for any.
+        max_hypotheses: int or `None`. Most hypotheses per sentence (a SavedModel's n-best
+            columns; `0`: no n-best lists), or `None` for up to the beam size.
+        sampling: bool. Runs sampling.
+        prefixes: bool. Continues target prefixes.
+        alignments: bool. Returns word alignments (and tokens).
+        scoring: bool. Has `score(sources, translations)`.
+        compiles_shapes: bool. Compiles one search per shape (bucket, batch size): the
+            warm-up pays before the first request does.
+    """
+
+    fixed_beam_size: int = None
+    max_hypotheses: int = None
+    sampling: bool = True
+    prefixes: bool = True
+    alignments: bool = True
+    scoring: bool = True
+    compiles_shapes: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupRequest:
+    """One warm-up call (`Engine.warmup_requests`): `engine.run(sentences, options,
+    prefixes)`.
+
+    Attributes:
+        sentences: list of `str` or `bytes`.
+        options: `SearchOptions`.
+        prefixes: list (one per sentence) or `None`.
+    """
+
+    sentences: list
+    options: SearchOptions = SearchOptions()
+    prefixes: list = None
+
+
+@typing.runtime_checkable
+class Engine(typing.Protocol):
+    """What every translation engine offers (the Keras `Translator`,
+    `keras_transformer.engines.SavedModelTranslator` and `CTranslate2Translator`).
+
+    Attributes:
+        capabilities: `Capabilities`.
+        beam_size: int or `None`. The default beam size.
+        alpha: float or `None`. The default length penalty.
+        max_source_length: int or `None`. Longest encoder input, `[START]`/`[END]`
+            included; longer sources are truncated (flagged in `Translation.truncated`).
+        max_source_pieces: int or `None`. The most source word pieces translated whole.
+        concurrency: int. Calls worth running at once (a server's worker threads).
+    """
+
+    capabilities: Capabilities
+    beam_size: int
+    alpha: float
+    max_source_length: int
+    max_source_pieces: int
+
+    @property
+    def concurrency(self): ...
+
+    def translate(self, sentences, **search): ...
+
+    def run(self, sentences, options=None, prefixes=None):
+        """`translate` with `SearchOptions`: a `Translation` per sentence (a list of them
+        with `options.num_hypotheses`)."""
+
+    def check(self, options):
+        """Raises a `ValueError` naming the option unless the engine can run that search."""
+
+    def warmup_requests(self, max_batch):
+        """The `WarmupRequest`s that compile what a first request would (batches of at most
+        `max_batch` sentences); `[]` when nothing is compiled or loaded lazily."""
+
+    def expect(self, count):
+        """A hint: the next calls translate about `count` sentences in all (an engine may
+        choose how to compile for it)."""
+
+    def count_tokens(self, texts):
+        """The number of source word pieces of each of `texts` (a list of `str`), or `None`
+        where the engine has no tokenizer in Python (a SavedModel)."""
+
+
+class EngineBase:
+    """The protocol methods an engine with a keyword `translate` gets for free: `run` calls
+    `translate` with the options' arguments, `check` checks the options against the
+    declared `capabilities` (an engine adds its own bounds), `expect` does nothing and
+    `concurrency` is 1."""
+
+    concurrency = 1
+
+    def run(self, sentences, options=None, prefixes=None):
+        arguments = (options or SearchOptions()).arguments()
+        if prefixes is not None:
+            arguments["target_prefix"] = prefixes
+        return self.translate(sentences, **arguments)
+
+    def check(self, options):
+        check_capabilities(self.capabilities, options, self.beam_size, self.alpha)
+
+    def expect(self, count):
+        del count
+
+    def warmup_requests(self, max_batch):
+        del max_batch
+        return []
+
+    def count_tokens(self, texts):
+        del texts
+        return None
+
+
+def check_capabilities(capabilities, options, default_beam_size, default_alpha):
+    """Raises a `ValueError` naming the option unless `options` (`SearchOptions`) are valid
+    values that `capabilities` can run (with the engine's default beam size and alpha)."""
+    sampling = sampling_options(
+        options.sampling_topk, options.sampling_topp, options.sampling_temperature
+    )
+    beam_size = search_beam_size(options.beam_size, default_beam_size, sampling)
+    alpha = default_alpha if options.alpha is None else options.alpha
+    check_search_options(beam_size, alpha, options.num_hypotheses, sampling, options.seed)
+    refused = [
+        name
+        for name, asked, able in (
+            ("sampling", sampling is not None, capabilities.sampling),
+            ("target_prefix", options.prefixed, capabilities.prefixes),
+            ("alignments", options.alignments, capabilities.alignments),
+        )
+        if asked and not able
+    ]
+    if refused:
+        raise ValueError(
+            "This engine cannot run that search: it has no "
+            + ", ".join(refused)
+            + ". Received: "
+            + ", ".join(f"{name} asked" for name in refused)
+        )
+    fixed = capabilities.fixed_beam_size
+    if fixed is not None and options.beam_size is not None and options.beam_size != fixed:
+        raise ValueError(
+            f"This engine searches with the beam size {fixed} only. "
+            f"Received: beam_size={options.beam_size}"
+        )
+    most = capabilities.max_hypotheses
+    if most is not None and options.num_hypotheses is not None and options.num_hypotheses > most:
+        raise ValueError(
+            f"This engine returns at most {most} hypotheses per sentence. "
+            f"Received: num_hypotheses={options.num_hypotheses}"
+        )
 
 
 def sampling_options(sampling_topk=None, sampling_topp=None, sampling_temperature=None):
@@ -462,6 +675,94 @@ def _prefix_ids(preprocessor, target_prefix, single, count):
                 f"bucket). Received: target_prefix[{index}] with {len(pieces)}"
             )
     return [[int(piece) for piece in pieces] for pieces in ids]
+
+
+def warmup_plan(preprocessor, max_batch_size):
+    """The calls that compile every search shape of a compiled engine, before a request does.
+
+    Each source bucket × each power-of-two batch size up to `max_batch_size` gets a default
+    search. Then one n-best call (1 row, shortest bucket): it runs the searches the default
+    one compiles, but the first call of a SavedModel signature also pays a one-time setup of
+    its graph, which this call absorbs. The sentences repeat one vocabulary word that is a
+    single word piece, so that each call's longest row lands in its bucket (checked with the
+    preprocessor itself). Target-prefix searches compile searches of their own (the prefix
+    forced): the same calls again, each sentence with a one-piece target prefix (a prefix no
+    longer than its source keeps the source's bucket).
+
+    Args:
+        preprocessor: `keras_transformer.text.TranslationPreprocessor`.
+        max_batch_size: int. The largest batch covered, rounded up to a power of two.
+
+    Returns:
+        A list of `(kind, sentences, prefixes)`: `kind` `"default"` or `"n_best"`,
+        `sentences` a list of `bytes`, `prefixes` `None` or one `bytes` per sentence; for each
+        bucket (shortest first), batches of 1, 2, 4, ..., `padded_batch_size(max_batch_size)`
+        copies of one sentence in that bucket; then the n-best call; then the prefixed calls.
+    """
+    sentences = _bucket_sentences(preprocessor)
+    batch_sizes, size = [], 1
+    while size <= padded_batch_size(max_batch_size):
+        batch_sizes.append(size)
+        size *= 2
+    shapes = [(bucket, rows) for bucket in preprocessor.bucket_boundaries for rows in batch_sizes]
+    calls = [("default", [sentences[bucket]] * rows, None) for bucket, rows in shapes]
+    calls.append(("n_best", [sentences[preprocessor.bucket_boundaries[0]]], None))
+    prefix = _one_piece_word(preprocessor.targets)
+    calls += [
+        ("default", [sentences[bucket]] * rows, [prefix] * rows) for bucket, rows in shapes
+    ]
+    return calls
+
+
+def warmup_requests(preprocessor, max_batch_size):
+    """`warmup_plan` as `WarmupRequest`s (an engine's `warmup_requests`)."""
+    return [
+        WarmupRequest(
+            sentences, SearchOptions(num_hypotheses=1 if kind == "n_best" else None), prefixes
+        )
+        for kind, sentences, prefixes in warmup_plan(preprocessor, max_batch_size)
+    ]
+
+
+def _one_piece_word(tokenizer):
+    """A word of `tokenizer`'s vocabulary that it encodes as one word piece (`bytes`)."""
+    for word in _words(tokenizer)[:200]:
+        if len(tokenizer.tokenize([word]).to_list()[0]) == 1:
+            return word.encode("utf-8")
+    raise ValueError(
+        "Cannot write the warm-up requests: no word of the target vocabulary is a single word "
+        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
+    )
+
+
+def _words(tokenizer):
+    """The alphabetic tokens of `tokenizer`'s vocabulary, special tokens excepted, as words
+    (SentencePiece marks a word's first piece with "▁", U+2581: "▁casa" is the word "casa")."""
+    special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
+    return [
+        token.removeprefix("\u2581")
+        for index, token in enumerate(tokenizer.get_vocabulary())
+        if index not in special and token.removeprefix("\u2581").isalpha()
+    ]
+
+
+def _bucket_sentences(preprocessor):
+    """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
+    tokenizer = preprocessor.tokenizer
+    words = _words(tokenizer)
+    boundaries = preprocessor.bucket_boundaries
+    added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
+    for word in words[:200]:
+        # `[START] word × (bucket - 2) [END]` fills a bucket when the word is one piece.
+        sentences = [" ".join([word] * (bucket - added)) for bucket in boundaries]
+        encoded, _ = preprocessor.encode_source(sentences)
+        lengths = encoded.row_lengths().numpy().tolist()
+        if lengths == list(boundaries):
+            return dict(zip(boundaries, [sentence.encode("utf-8") for sentence in sentences]))
+    raise ValueError(
+        "Cannot write the warm-up requests: no word of the source vocabulary is a single word "
+        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
+    )
 
 
 def _search_order(batches):

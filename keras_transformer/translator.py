@@ -17,6 +17,7 @@ import numpy as np
 
 from keras_transformer import _backend, _checks
 from keras_transformer.buckets import bucket_length, merge_buckets
+from keras_transformer.engines.names import KERAS_FILE
 from keras_transformer.generation import Generator, cross_attentions, trim
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
@@ -27,6 +28,8 @@ from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.translation import (
     DECODING_SIZES,
+    Capabilities,
+    EngineBase,
     Translation,
     check_decoding_memory,
     check_search_options,
@@ -34,10 +37,16 @@ from keras_transformer.translation import (
     run_translation,
     sampling_options,
     search_beam_size,
+    warmup_requests,
 )
 
-# The file a training run (and its `best/`) writes the Translator to.
-KERAS_FILE = "translator.keras"
+# Up to this many sentences in all (`Translator.expect`), a Translator on TensorFlow searches
+# without XLA (a plain `tf.function` graph): one short call then costs a trace, not a trace
+# plus an XLA compilation. Measured on the Bible translator (`make bible`), first call of
+# one process: 1 sentence 2.2 s instead of 3.7 s, 9 sentences 2.8 s instead of 4.2 s; the
+# previous measurement put the two even near 32 sentences. On JAX the uncompiled search runs
+# op by op and is slower (one sentence 8.9 s instead of 4.9 s): JAX keeps `jax.jit`.
+FEW_SENTENCES = 16
 # Guards the creation of a Translator's `Generator` (see `Translator.generator`).
 _GENERATOR_LOCK = threading.Lock()
 # A compiled search pads a batch up to a length at most this many times its bucket rather
@@ -50,7 +59,7 @@ SHAPE_MERGE_RATIO = 2.0
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Translator(keras.Model):
+class Translator(keras.Model, EngineBase):
     """Translates sentences: tokenizer, `Transformer` and beam search in one savable object.
 
     A `keras_transformer.text.TranslationPreprocessor` (the translation contract: `[START]
@@ -247,6 +256,55 @@ class Translator(keras.Model):
             alignments=alignments,
             plan_shapes=self._plan_shapes,
         )
+
+    # === The `keras_transformer.translation.Engine` protocol ===
+    @property
+    def capabilities(self):
+        """Every search; `compiles_shapes` on TensorFlow (XLA or a `tf.function` graph per
+        shape) and on JAX with `jit_compile` (`jax.jit`), not PyTorch's eager search."""
+        backend = keras.backend.backend()
+        compiles = backend == "tensorflow" or (backend == "jax" and self.jit_compile)
+        return Capabilities(compiles_shapes=compiles)
+
+    @property
+    def concurrency(self):
+        """Batches searched at once: `concurrent_batches`, by default 2 for a compiled search
+        on a machine of 2 cores or more (each keeps about one core busy), else 1."""
+        return self.concurrent_batches or _backend.concurrent_searches(self.jit_compile)
+
+    def check(self, options):
+        """Raises a `ValueError` naming the option unless this translator can run the search
+        of `options` (`SearchOptions`): `check_search_options`, the memory bound included."""
+        sampling = sampling_options(
+            options.sampling_topk, options.sampling_topp, options.sampling_temperature
+        )
+        self.check_search_options(
+            options.beam_size, options.alpha, options.num_hypotheses, sampling, options.seed
+        )
+
+    def warmup_requests(self, max_batch):
+        """A search of each compiled shape (source bucket × padded batch size up to
+        `min(max_batch, batch_size)`), then the n-best and target-prefix searches
+        (`translation.warmup_plan`); one call where nothing compiles per shape."""
+        requests = warmup_requests(self.preprocessor, min(max_batch, self.batch_size))
+        return requests if self.capabilities.compiles_shapes else requests[:1]
+
+    def expect(self, count):
+        """For at most `FEW_SENTENCES` sentences in all, searches without XLA on TensorFlow
+        (one trace instead of a trace and an XLA compilation); otherwise changes nothing. The
+        search is the same program, compiled differently: its outputs are the compiled one's
+        (`tests/test_generation.py`)."""
+        if count <= FEW_SENTENCES and keras.backend.backend() == "tensorflow":
+            self.jit_compile = False
+
+    @property
+    def max_source_pieces(self):
+        """The most source word pieces translated whole (longer sources are truncated)."""
+        return self.preprocessor.max_source_pieces
+
+    def count_tokens(self, texts):
+        """The number of source word pieces of each of `texts` (a list of `str`)."""
+        return self.preprocessor.count_pieces(texts)
 
     def _score_shape(self, length, width):
         """The padded `(source length, target width)` of a scoring batch: on a compiled

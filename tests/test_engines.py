@@ -8,14 +8,19 @@ and a model server's base path. The SavedModel engine runs on the `exported` fix
 
 import os
 import shutil
-import types
 
 import keras
 import pytest
 
 from keras_transformer import Translator, engines
 from keras_transformer.export import latest_version
-from keras_transformer.translation import Translation
+from keras_transformer.translation import (
+    Capabilities,
+    Engine,
+    EngineBase,
+    SearchOptions,
+    Translation,
+)
 
 # Choosing and opening an engine is backend-independent: one_backend. A Translator loaded
 # under each backend is tested in tests/test_translator.py and tests/saving/.
@@ -84,7 +89,10 @@ def test_search_options_are_checked_against_the_engine(reference):
         engines.check_options(translator, 0, None)
     # A sampling option alone samples with beam size 1 on every engine (before: "needs
     # beam_size=1"); a beam size above 1 with it is refused.
-    ctranslate2_like = types.SimpleNamespace(beam_size=4, alpha=0.6)  # no memory bound
+    # An engine of the protocol with the default checks (values and capabilities only).
+    ctranslate2_like = type(
+        "Minimal", (EngineBase,), dict(beam_size=4, alpha=0.6, capabilities=Capabilities())
+    )()
     for engine in (translator, ctranslate2_like):
         engines.check_options(engine, sampling_topk=3)
         with pytest.raises(ValueError, match=r"Received: beam_size=2"):
@@ -126,3 +134,71 @@ def test_a_saved_models_prefix_signature_continues_as_its_translator(exported):
     assert received[0].text.startswith("two thousand") and received[1].text == ""
     with pytest.raises(ValueError, match="cannot sample"):
         engines.check_options(served, sampling_topk=3)
+
+
+def test_every_engine_follows_the_protocol(reference, tmp_path):
+    from keras_transformer.export import export_ctranslate2
+
+    translator, expected = reference
+    export_ctranslate2(translator, tmp_path / "ct2")
+    ctranslate2 = engines.load_translator(tmp_path / "ct2")
+    for engine in (translator, ctranslate2):
+        assert isinstance(engine, Engine), type(engine)
+        # `run` with options is `translate` with their arguments.
+        options = SearchOptions(beam_size=2, num_hypotheses=2)
+        found = engine.run(SOURCES, options)
+        wanted = engine.translate(SOURCES, beam_size=2, num_hypotheses=2)
+        assert [[h.text for h in row] for row in found] == [[h.text for h in row] for row in wanted]
+        assert [row.text for row in engine.run(SOURCES)] == expected
+        prefixed = engine.run(SOURCES[:1], SearchOptions(prefixed=True), ["two"])
+        assert prefixed[0].text.startswith("two")
+        # Declared, not probed: both search everything and score.
+        assert engine.capabilities.sampling and engine.capabilities.scoring
+        assert engine.concurrency >= 1
+        assert engine.count_tokens(["dos mil", ""])[1] == 0
+        assert engine.max_source_pieces == engine.max_source_length - 2
+        with pytest.raises(ValueError, match="Received: beam_size=0"):
+            engine.check(SearchOptions(beam_size=0))
+        requests = engine.warmup_requests(4)
+        assert requests and all(len(request.sentences) <= 4 for request in requests)
+    assert not ctranslate2.capabilities.compiles_shapes and len(ctranslate2.warmup_requests(4)) == 1
+
+
+def test_the_default_checks_follow_the_declared_capabilities():
+    engine = type(
+        "Fixed",
+        (EngineBase,),
+        dict(
+            beam_size=4,
+            alpha=0.6,
+            capabilities=Capabilities(
+                fixed_beam_size=4, max_hypotheses=2, sampling=False, prefixes=False,
+                alignments=False, scoring=False,
+            ),
+        ),
+    )()
+    engine.check(SearchOptions(beam_size=4, num_hypotheses=2))
+    for options, message in (
+        (SearchOptions(beam_size=3), r"beam size 4 only. Received: beam_size=3"),
+        (SearchOptions(num_hypotheses=3), r"at most 2 hypotheses .*Received: num_hypotheses=3"),
+        (SearchOptions(sampling_topk=5), r"no sampling. Received: sampling asked"),
+        (SearchOptions(prefixed=True, alignments=True), r"target_prefix, alignments\."),
+    ):
+        with pytest.raises(ValueError, match=message):
+            engine.check(options)
+
+
+def test_a_path_is_resolved_once(tmp_path, monkeypatch):
+    from keras_transformer.engines import location
+
+    base = tmp_path / "served"
+    (base / "3").mkdir(parents=True)
+    shutil.copy(FIXTURE, base / "3" / "translator.keras")
+    looked = []
+    resolve = location.latest_version
+    monkeypatch.setattr(location, "latest_version", lambda path: looked.append(path) or resolve(path))
+    found = engines.locate(base)
+    assert found == engines.Location(str(base / "3"), "keras", 3) and looked == [str(base)]
+    assert isinstance(engines.open_engine(found), Translator) and len(looked) == 1
+    with pytest.raises(ValueError, match="Received: location='served'"):
+        engines.open_engine("served")

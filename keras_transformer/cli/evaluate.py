@@ -27,6 +27,7 @@ import json
 import os
 import time
 
+from keras_transformer import engines
 from keras_transformer.cli.common import add_common_arguments, positive_int, print_error
 from keras_transformer.cli.translate import ENGINES
 from keras_transformer.datasets.corpus import text_lines
@@ -274,17 +275,16 @@ def _use_run(args):
 def _translate(args, sources):
     """The translations of `sources` by `args.model`, or `None` after printing an error."""
     # Loads the framework of the engine (seconds): only once the command runs.
-    from keras_transformer.engines import check_options, load_translator
     from keras_transformer.training.evaluation import translate_sentences
 
     try:
-        translator = load_translator(args.model, engine=args.engine)
+        translator = engines.load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.
         print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
         return None
     if args.beam_size is not None:
         try:
-            check_options(translator, args.beam_size)
+            engines.check_options(translator, args.beam_size)
         except ValueError as error:
             print_error(" ".join(str(error).split()))
             return None

@@ -4,6 +4,7 @@ that can score (`keras_transformer.engines`: a Keras `Translator`, CTranslate2).
 import argparse
 import sys
 
+from keras_transformer import engines
 from keras_transformer.cli.common import add_common_arguments, positive_int, print_error
 
 
@@ -41,7 +42,6 @@ def add_score_parser(subparsers):
 
 def run_score(args):
     """Handler of `score`: returns the exit status."""
-    from keras_transformer.engines import load_translator
 
     sources, translations = _lines(args.sources), _lines(args.translations)
     if len(sources) != len(translations):
@@ -51,11 +51,11 @@ def run_score(args):
         )
         return 2
     try:
-        translator = load_translator(args.model, engine=args.engine)
+        translator = engines.load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.
         print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {error}")
         return 2
-    if not hasattr(translator, "score"):
+    if not translator.capabilities.scoring:
         print_error(
             f"the {type(translator).__name__} engine cannot score (use a .keras Translator or "
             "a CTranslate2 model)"

@@ -18,11 +18,7 @@ from keras_transformer.cli.common import (
     positive_int,
     print_error,
 )
-
-# The engines and warm-ups (`keras_transformer.engines`, `serving.models`: both load a
-# framework, so they are spelled here for `--help`).
-ENGINES = ("keras", "saved_model", "ctranslate2")
-WARMUPS = ("default", "full", "none")
+from keras_transformer.engines.names import ENGINES, WARMUPS
 
 
 def add_serve_parser(subparsers):

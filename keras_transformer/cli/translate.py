@@ -3,9 +3,11 @@ any engine (`keras_transformer.engines`). See `keras_transformer.cli` for the ou
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 
+from keras_transformer import engines
 from keras_transformer.cli.common import (
     add_common_arguments,
     cli_spelling,
@@ -14,9 +16,8 @@ from keras_transformer.cli.common import (
     print_error,
     print_note,
 )
+from keras_transformer.engines.names import ENGINES
 
-# The engines of `keras_transformer.engines.ENGINES` (that module loads a framework).
-ENGINES = ("keras", "saved_model", "ctranslate2")
 # The Python names of the options, as errors of the engines spell them.
 TRANSLATE_OPTIONS = {
     "num_hypotheses": "--n-best",
@@ -28,13 +29,6 @@ TRANSLATE_OPTIONS = {
     "seed": "--seed",
     "target_prefix": "--target-prefix",
 }
-# Up to this many sentences given as arguments, a Keras Translator on TensorFlow searches
-# without XLA (a plain `tf.function` graph): one short call then costs a trace, not a trace
-# plus an XLA compilation. Measured on the Bible translator (`make bible`), first call of
-# one process: 1 sentence 2.2 s instead of 3.7 s, 9 sentences 2.8 s instead of 4.2 s; the
-# previous measurement put the two even near 32 sentences. On JAX the uncompiled search runs
-# op by op and is slower (one sentence 8.9 s instead of 4.9 s): JAX keeps `jax.jit`.
-FEW_SENTENCES = 16
 
 
 def add_translate_parser(subparsers):
@@ -139,43 +133,36 @@ def add_translate_parser(subparsers):
 def run_translate(args):
     """Handler of `translate`: returns the exit status."""
     # Loads the framework of the engine (seconds): only once the command runs.
-    from keras_transformer.engines import check_options, load_translator
+    from keras_transformer.translation import SearchOptions
 
     try:
-        translator = load_translator(args.model, engine=args.engine)
+        translator = engines.load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.
         # One line: a preset's problems are listed one per line in the message.
         message = " ".join(str(error).split())
         print_error(f"cannot load the model {args.model!r}: {type(error).__name__}: {message}")
         return 2
     from_arguments = bool(args.sentences) and args.sentences != ["-"]
-    if from_arguments and len(args.sentences) <= FEW_SENTENCES:
-        _trace_without_xla(translator)
-    sampling = {
-        "sampling_topk": args.sampling_topk,
-        "sampling_topp": args.sampling_topp,
-        "sampling_temperature": args.sampling_temperature,
-    }
-    options = {key: value for key, value in sampling.items() if value is not None}
-    if options:
-        options["seed"] = args.seed
-        if args.beam_size is None:
-            args.beam_size = 1
-    if args.alignments:
-        options["alignments"] = True
+    if from_arguments:
+        translator.expect(len(args.sentences))
     prefixes = None
     if args.target_prefix is not None:
         with open(args.target_prefix, "rb") as file:  # A missing file: OSError, exit 2.
             prefixes = [line.rstrip(b"\r\n") for line in file]
-    if options or prefixes is not None or args.beam_size is not None or args.n_best is not None:
+    search = SearchOptions(
+        beam_size=args.beam_size,
+        num_hypotheses=args.n_best or 1,
+        sampling_topk=args.sampling_topk,
+        sampling_topp=args.sampling_topp,
+        sampling_temperature=args.sampling_temperature,
+        seed=args.seed,
+        prefixed=prefixes is not None,
+        alignments=bool(args.alignments),
+    )
+    asked = search.sampling or args.alignments or args.beam_size is not None
+    if asked or prefixes is not None or args.n_best is not None:
         try:
-            check_options(
-                translator,
-                args.beam_size,
-                args.n_best,
-                target_prefix=prefixes is not None,
-                **options,
-            )
+            translator.check(dataclasses.replace(search, num_hypotheses=args.n_best))
         except ValueError as error:
             print_error(cli_spelling(" ".join(str(error).split()), TRANSLATE_OPTIONS))
             return 2
@@ -191,6 +178,7 @@ def run_translate(args):
     offset = 0
     output = sys.stdout.buffer
     for batch in batches:
+        batch_prefixes = None
         if prefixes is not None:
             if len(prefixes) < offset + len(batch):
                 print_error(
@@ -198,11 +186,9 @@ def run_translate(args):
                     "than the sentences"
                 )
                 return 2
-            options["target_prefix"] = prefixes[offset : offset + len(batch)]
+            batch_prefixes = prefixes[offset : offset + len(batch)]
         try:
-            results = translator.translate(
-                list(batch), beam_size=args.beam_size, num_hypotheses=args.n_best or 1, **options
-            )
+            results = translator.run(list(batch), search, batch_prefixes)
             hypotheses = [
                 [(option.text, option.score, option.word_alignments) for option in found]
                 for found in results
@@ -248,18 +234,6 @@ def run_translate(args):
         )
         return 2
     return status
-
-
-def _trace_without_xla(translator):
-    """Makes a Keras `Translator` on TensorFlow search without XLA (`FEW_SENTENCES`); other
-    engines and backends are left as they are. The search is the same program, compiled
-    differently: its outputs are the compiled one's (`tests/test_generation.py`)."""
-    import keras
-
-    from keras_transformer.translator import Translator
-
-    if isinstance(translator, Translator) and keras.backend.backend() == "tensorflow":
-        translator.jit_compile = False
 
 
 def _stdin_batches(batch_size):

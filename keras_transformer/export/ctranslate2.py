@@ -20,6 +20,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.engines.names import CTRANSLATE2_SETTINGS_FILE
 from keras_transformer.export.versions import check_translator, version_directory
 from keras_transformer.files import atomic_directory
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
@@ -28,7 +29,7 @@ from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.translation import check_search_options
 from keras_transformer.translator import load_keras_translator
 
-METADATA_FILENAME = "keras_transformer.json"
+METADATA_FILENAME = CTRANSLATE2_SETTINGS_FILE
 QUANTIZATIONS = (
     "int8",
     "int8_float32",

@@ -26,10 +26,10 @@ import keras
 
 from keras_transformer import _backend
 from keras_transformer._checks import check_int, check_number
-from keras_transformer.buckets import padded_batch_size
 from keras_transformer.export.versions import check_translator, version_directory
 from keras_transformer.files import TEMPORARY_PREFIX, atomic_directory
 from keras_transformer.models.lora import merged_translator
+from keras_transformer.translation import warmup_plan
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
 METADATA_PATH = os.path.join("assets.extra", "keras_transformer.json")
@@ -395,22 +395,12 @@ def make_serving_function(
 
 
 def make_warmup_requests(preprocessor, max_batch_size):
-    """The warm-up requests: one per shape the export compiles, and one per other signature.
-
-    Each source bucket × each power-of-two batch size up to `max_batch_size` gets a
-    `serving_default` request. Then one `translate_n_best` request (1 row, shortest bucket):
-    it runs the searches `serving_default` compiles, but the first call of a signature in a
-    loaded SavedModel also pays a one-time setup of its graph, which this request absorbs. The
-    sentences repeat one vocabulary word that is a single word piece, so that each request's
-    longest row lands in its bucket (checked with the preprocessor itself).
+    """The warm-up requests: one per shape the export compiles, and one per other signature
+    (`keras_transformer.translation.warmup_plan`, named by the signatures that answer them).
 
     Args:
         preprocessor: `keras_transformer.text.TranslationPreprocessor`.
         max_batch_size: int. The largest batch covered, rounded up to a power of two.
-
-    `translate_with_prefix` compiles searches of its own (the prefix forced): the same
-    requests again, each sentence with a one-piece target prefix (a prefix no longer than its
-    source keeps the source's bucket), so that a prefixed request pays no compile either.
 
     Returns:
         A list of `(signature_name, sentences)`, `sentences` a list of `bytes`: for each bucket
@@ -418,20 +408,13 @@ def make_warmup_requests(preprocessor, max_batch_size):
         of one sentence in that bucket; then the `translate_n_best` request; then the
         `translate_with_prefix` requests, as `(signature_name, sentences, prefixes)`.
     """
-
-    sentences = _bucket_sentences(preprocessor)
-    batch_sizes, size = [], 1
-    while size <= padded_batch_size(max_batch_size):
-        batch_sizes.append(size)
-        size *= 2
-    shapes = [(bucket, rows) for bucket in preprocessor.bucket_boundaries for rows in batch_sizes]
-    requests = [(SIGNATURE_NAME, [sentences[bucket]] * rows) for bucket, rows in shapes]
-    requests.append((N_BEST_SIGNATURE_NAME, [sentences[preprocessor.bucket_boundaries[0]]]))
-    prefix = _one_piece_word(preprocessor.targets)
-    requests += [
-        (PREFIX_SIGNATURE_NAME, [sentences[bucket]] * rows, [prefix] * rows)
-        for bucket, rows in shapes
-    ]
+    names = {"default": SIGNATURE_NAME, "n_best": N_BEST_SIGNATURE_NAME}
+    requests = []
+    for kind, sentences, prefixes in warmup_plan(preprocessor, max_batch_size):
+        if prefixes is None:
+            requests.append((names[kind], sentences))
+        else:
+            requests.append((PREFIX_SIGNATURE_NAME, sentences, prefixes))
     return requests
 
 
@@ -492,47 +475,6 @@ def read_metadata(path):
             return json.load(file)
     except (OSError, ValueError):
         return {}
-
-
-def _one_piece_word(tokenizer):
-    """A word of `tokenizer`'s vocabulary that it encodes as one word piece (`bytes`)."""
-    for word in _words(tokenizer)[:200]:
-        if len(tokenizer.tokenize([word]).to_list()[0]) == 1:
-            return word.encode("utf-8")
-    raise ValueError(
-        "Cannot write the warm-up requests: no word of the target vocabulary is a single word "
-        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
-    )
-
-
-def _words(tokenizer):
-    """The alphabetic tokens of `tokenizer`'s vocabulary, special tokens excepted, as words
-    (SentencePiece marks a word's first piece with "▁", U+2581: "▁casa" is the word "casa")."""
-    special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id}
-    return [
-        token.removeprefix("\u2581")
-        for index, token in enumerate(tokenizer.get_vocabulary())
-        if index not in special and token.removeprefix("\u2581").isalpha()
-    ]
-
-
-def _bucket_sentences(preprocessor):
-    """`{bucket: sentence}`: a sentence whose encoding fills each bucket (its longest fit)."""
-    tokenizer = preprocessor.tokenizer
-    words = _words(tokenizer)
-    boundaries = preprocessor.bucket_boundaries
-    added = 2 if preprocessor.source_start_token else 1  # [START] (if any) and [END]
-    for word in words[:200]:
-        # `[START] word × (bucket - 2) [END]` fills a bucket when the word is one piece.
-        sentences = [" ".join([word] * (bucket - added)) for bucket in boundaries]
-        encoded, _ = preprocessor.encode_source(sentences)
-        lengths = encoded.row_lengths().numpy().tolist()
-        if lengths == list(boundaries):
-            return dict(zip(boundaries, [sentence.encode("utf-8") for sentence in sentences]))
-    raise ValueError(
-        "Cannot write the warm-up requests: no word of the source vocabulary is a single word "
-        f"piece. Received: vocabulary_size={tokenizer.vocabulary_size()}"
-    )
 
 
 # The errors TensorFlow's file system reports by their C library message (a full disk, a file

@@ -29,7 +29,13 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from keras_transformer.serving.batching import Batcher, Job, QueueClosed, QueueFull
+from keras_transformer.serving.batching import (
+    DEFAULT_BATCH_SENTENCES,
+    Batcher,
+    Job,
+    QueueClosed,
+    QueueFull,
+)
 from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
@@ -98,7 +104,7 @@ class Settings:
     timeout: float = 60.0
     req_limit: int = 0
     api_keys: object = None
-    max_batch_sentences: int = 32
+    max_batch_sentences: int = DEFAULT_BATCH_SENTENCES
     max_queue_sentences: int = 1024
     batch_wait: float = 0.0
     cors_origins: tuple = ()
@@ -381,7 +387,9 @@ def _frontend_settings(state):
 
 
 def _beam_sizes(state):
-    return [getattr(model.engine, "beam_size", None) or 1 for model in state.models]
+    """The default beam size of each served engine (`Engine.beam_size`; `None`, as a
+    SavedModel export that does not record it: 1)."""
+    return [model.engine.beam_size or 1 for model in state.models]
 
 
 def _ready(state):

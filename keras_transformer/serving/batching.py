@@ -9,7 +9,9 @@ takes the oldest waiting request and every later one with the same `SearchOption
 busy with a compiled search (XLA, `jax.jit`: about one core each), as the `Translator` does
 with the batches of one call (`concurrent_batches`). A full queue refuses a request at once
 (`QueueFull`, the server's 503), and a request whose caller stopped waiting (its time limit)
-is skipped if it has not started. Pure Python: the engine call is handed in.
+is skipped if it has not started. Pure Python: the engine call is handed in. `SearchOptions`
+(the options that must be equal) is the translation contract's
+(`keras_transformer.translation`).
 """
 
 import collections
@@ -18,6 +20,11 @@ import dataclasses
 import threading
 import time
 
+from keras_transformer.translation import SearchOptions  # noqa: F401 (its old home)
+
+# Most sentences merged into one engine call, unless the server is told otherwise.
+DEFAULT_BATCH_SENTENCES = 32
+
 
 class QueueFull(Exception):
     """The queue holds too many sentences to take a request (the server answers 503)."""
@@ -25,45 +32,6 @@ class QueueFull(Exception):
 
 class QueueClosed(Exception):
     """The batcher is draining or stopped: it takes no new request."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchOptions:
-    """The search a request asks for; requests with equal options are batched together.
-
-    Attributes:
-        beam_size: int or `None` (the engine's).
-        num_hypotheses: int or `None` (the best only).
-        sampling_topk, sampling_topp, sampling_temperature: sampling (any set: sampling on).
-        seed: int. The sampling seed.
-        prefixed: bool. The request gives target prefixes.
-    """
-
-    beam_size: int = None
-    num_hypotheses: int = None
-    sampling_topk: int = None
-    sampling_topp: float = None
-    sampling_temperature: float = None
-    seed: int = 0
-    prefixed: bool = False
-
-    @property
-    def sampling(self):
-        return any(
-            value is not None
-            for value in (self.sampling_topk, self.sampling_topp, self.sampling_temperature)
-        )
-
-    def arguments(self):
-        """The keyword arguments of `engine.translate` for these options (unset ones left out,
-        so an engine without sampling is called without its arguments)."""
-        names = ("beam_size", "num_hypotheses", "sampling_topk", "sampling_topp")
-        arguments = {name: getattr(self, name) for name in names}
-        arguments["sampling_temperature"] = self.sampling_temperature
-        arguments = {name: value for name, value in arguments.items() if value is not None}
-        if self.sampling:
-            arguments["seed"] = self.seed
-        return arguments
 
 
 @dataclasses.dataclass
@@ -86,7 +54,8 @@ class Batcher:
         translate: callable `(sentences, prefixes, options) -> results`: one result per
             sentence (`prefixes` is `None` unless `options.prefixed`).
         max_batch_sentences: int. Most sentences merged into one call (a single larger
-            request is still taken whole). Defaults to `64`.
+            request is still taken whole). Defaults to `DEFAULT_BATCH_SENTENCES` (32, the
+            server's `--max-batch-sentences` default).
         max_queue_sentences: int. Most sentences waiting; `submit` raises `QueueFull` beyond.
             Defaults to `1024`.
         max_wait: float. Seconds the thread waits for more requests after the first one
@@ -101,7 +70,7 @@ class Batcher:
     def __init__(
         self,
         translate,
-        max_batch_sentences=64,
+        max_batch_sentences=DEFAULT_BATCH_SENTENCES,
         max_queue_sentences=1024,
         max_wait=0.0,
         on_batch=None,

@@ -13,33 +13,18 @@ Version directories are written under a temporary name and renamed when complete
 
 import dataclasses
 import logging
-import os
 import re
 import threading
 import time
 
-import keras
-
-from keras_transformer._backend import concurrent_searches
-from keras_transformer.engines import SavedModelTranslator, check_options, load_translator
-from keras_transformer.export.saved_model import (
-    INPUT_NAME,
-    N_BEST_SIGNATURE_NAME,
-    PREFIX_INPUT_NAME,
-    WARMUP_PATH,
-    make_warmup_requests,
-    read_warmup_requests,
-)
-from keras_transformer.export.versions import latest_version
-from keras_transformer.saving.preset import HUB_SCHEMES
+from keras_transformer.engines.loading import open_engine
+from keras_transformer.engines.location import locate
+from keras_transformer.engines.names import WARMUPS  # noqa: F401 (`--warmup`'s choices)
 
 # `es:en=PATH`: a language pair, then the path. Codes as LibreTranslate's (`en`, `pt-BR`,
 # `zh-Hans`): a letter, then letters, digits, `-` or `_`.
 _CODE = r"[A-Za-z][A-Za-z0-9_-]{0,15}"
 PAIR_PATTERN = re.compile(rf"^({_CODE}):({_CODE})=(.+)$", re.DOTALL)
-# What `--warmup` may ask for: the default search of every compiled shape, that and the
-# target-prefix searches, or nothing.
-WARMUPS = ("default", "full", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,74 +81,34 @@ def check_specs(specs):
 def served_version(path):
     """`(directory, version)`: the directory to open for `path` and its version number, or
     `None` for a path that is no base path of numbered versions (or a hub handle)."""
-    if path.startswith(HUB_SCHEMES):
-        return path, None
-    directory = latest_version(path)
-    if directory == path:
-        return path, None
-    return directory, int(os.path.basename(directory))
+    location = locate(path, "keras", fetch=False)  # The engine does not change the version.
+    return location.path, location.version
 
 
 def warm(engine, max_batch_sentences, warmup="default"):
-    """Runs the searches a served engine compiles, so that no request pays a compilation.
+    """Runs the searches a served engine compiles, so that no request pays a compilation:
+    the engine's `warmup_requests(max_batch_sentences)` (`keras_transformer.translation.
+    Engine`), the target-prefix ones only with `warmup="full"`.
 
     A Keras `Translator` on TensorFlow or JAX compiles one search per (source bucket, padded
     batch size): it translates one batch of each, with 1, 2, 4, ... sentences up to
-    `max_batch_sentences` (the requests of `keras_transformer.export.make_warmup_requests`),
-    and with `warmup="full"` the target-prefix searches too. A SavedModel replays the warm-up
-    requests it was exported with (`assets.extra/tf_serving_warmup_requests`, its prefix
-    requests with `"full"`). PyTorch and CTranslate2 compile nothing: one sentence loads what
-    they load lazily.
+    `max_batch_sentences`. A SavedModel replays the warm-up requests it was exported with
+    (`assets.extra/tf_serving_warmup_requests`). PyTorch and CTranslate2 compile nothing:
+    one sentence loads what they load lazily.
 
     Returns:
         int, the number of warm-up calls made.
     """
     if warmup == "none":
         return 0
-    calls = [
-        (name, sentences, prefixes)
-        for name, sentences, prefixes in _warmup_calls(engine, max_batch_sentences)
-        if prefixes is None or warmup == "full"
+    requests = [
+        request
+        for request in engine.warmup_requests(max_batch_sentences)
+        if request.prefixes is None or warmup == "full"
     ]
-    for name, sentences, prefixes in calls:
-        if name == N_BEST_SIGNATURE_NAME:
-            engine.translate(sentences, num_hypotheses=1)
-        else:
-            engine.translate(sentences, target_prefix=prefixes)
-    return len(calls)
-
-
-def _warmup_calls(engine, max_batch_sentences):
-    """`(signature name, sentences, prefixes or None)` of each warm-up call of `engine`."""
-    if isinstance(engine, SavedModelTranslator):
-        if not os.path.exists(os.path.join(engine.directory, WARMUP_PATH)):
-            return []
-        calls = []
-        for name, inputs in read_warmup_requests(engine.directory):
-            prefixes = inputs.get(PREFIX_INPUT_NAME)
-            calls.append(
-                (name, list(inputs[INPUT_NAME]), None if prefixes is None else list(prefixes))
-            )
-        return calls
-    preprocessor = engine.preprocessor
-    requests = make_warmup_requests(preprocessor, min(max_batch_sentences, engine.batch_size))
-    calls = [
-        (name, sentences, prefixes[0] if prefixes else None)
-        for name, sentences, *prefixes in requests
-    ]
-    if not _compiles_shapes(engine):
-        return calls[:1]
-    return calls
-
-
-def _compiles_shapes(engine):
-    """Whether `engine` traces or compiles one search per shape: a Keras `Translator` on
-    TensorFlow (XLA, or a `tf.function` graph when not jit-compiled) or on JAX with
-    `jit_compile` (`jax.jit`); not PyTorch's eager search, nor CTranslate2."""
-    if not hasattr(engine, "generator"):  # CTranslate2: nothing to compile.
-        return False
-    backend = keras.backend.backend()
-    return backend == "tensorflow" or (backend == "jax" and engine.jit_compile)
+    for request in requests:
+        engine.run(request.sentences, request.options, request.prefixes)
+    return len(requests)
 
 
 class ServedModel:
@@ -192,11 +137,12 @@ class ServedModel:
         self._lock = threading.Lock()  # One load at a time (start-up, the watch).
 
     def load(self):
-        """Opens the highest version (or the path). Raises what `load_translator` raises."""
+        """Opens the highest version (or the path), its path resolved once
+        (`engines.locate`). Raises what `load_translator` raises."""
         with self._lock:
-            directory, version = served_version(self.spec.path)
-            engine = load_translator(directory, self.engine_name)
-            self.engine, self.directory, self.version = engine, directory, version
+            location = locate(self.spec.path, self.engine_name)
+            engine = open_engine(location)
+            self.engine, self.directory, self.version = engine, location.path, location.version
 
     def warm_up(self):
         """Warms the engine being served; returns the number of warm-up calls."""
@@ -210,23 +156,16 @@ class ServedModel:
         2 cores or more: each keeps about one core busy), 1 for an eager search (PyTorch's
         already uses every core), for CTranslate2 (its threads already share a call) and for
         a SavedModel."""
-        engine = self.engine
-        if hasattr(engine, "concurrent_batches"):
-            return engine.concurrent_batches or concurrent_searches(engine.jit_compile)
-        return 1
+        return self.engine.concurrency
 
     def check_options(self, options):
         """Raises a `ValueError` naming the option unless the engine can run that search."""
-        check_options(self.engine, target_prefix=options.prefixed, **options.arguments())
+        self.engine.check(options)
 
     def translate(self, sentences, prefixes, options):
         """The engine's results for one batch (`Batcher`'s `translate`): the engine being
         served when the batch starts answers all of it."""
-        engine = self.engine
-        arguments = options.arguments()
-        if prefixes is not None:
-            arguments["target_prefix"] = prefixes
-        return engine.translate(sentences, **arguments)
+        return self.engine.run(sentences, options, prefixes)
 
     def update(self):
         """Loads, warms and serves a newer version of a base path, if one appeared.
@@ -237,12 +176,13 @@ class ServedModel:
         """
         if self.version is None:
             return None
-        directory, version = served_version(self.spec.path)
+        location = locate(self.spec.path, self.engine_name, fetch=False)
+        directory, version = location.path, location.version
         if version is None or version <= self.version or version == self._failed:
             return None
         with self._lock:
             try:
-                engine = load_translator(directory, self.engine_name)
+                engine = open_engine(location)
                 started = time.perf_counter()
                 calls = warm(engine, self.max_batch_sentences, self.warmup)
             except Exception as error:  # A bad version never stops the served one.

@@ -15,7 +15,7 @@ translation keeps the text's line breaks.
 import dataclasses
 import math
 
-from keras_transformer.serving.batching import SearchOptions
+from keras_transformer.translation import SearchOptions
 
 
 class ApiError(Exception):

@@ -146,6 +146,23 @@ class TranslationPreprocessor(keras.layers.Layer):
         pieces = tokenizer.tokenize(targets)[:, : self.max_source_length - 1]
         return target_ids(pieces, tokenizer.start_id, tokenizer.end_id)
 
+    @property
+    def max_source_pieces(self):
+        """The most word pieces of a source that are translated whole: `max_source_length`
+        less `[START]` (when sources have it) and `[END]`."""
+        return self.max_source_length - (2 if self.source_start_token else 1)
+
+    def count_pieces(self, sources):
+        """The number of word pieces of each source (a list of `str` or `bytes`), untruncated.
+
+        Returns:
+            list of int.
+        """
+        if not len(sources):
+            return []
+        pieces = self.tokenizer.tokenize(as_byte_strings(list(sources)))
+        return [int(length) for length in pieces.row_lengths().numpy()]
+
     def generate_preprocess(self, sources):
         """Encoder inputs for generation, and the per-source flags.
 

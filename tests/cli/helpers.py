@@ -8,7 +8,7 @@ import keras
 import pytest
 
 from keras_transformer import cli
-from keras_transformer.translation import Translation
+from keras_transformer.translation import Capabilities, EngineBase, Translation
 
 BACKEND = keras.backend.backend()
 tensorflow_only = pytest.mark.skipif(
@@ -38,11 +38,14 @@ def parse_n_best(lines):
     return parsed
 
 
-class Recorded:
+class Recorded(EngineBase):
     """An engine whose translations are `texts` (or the inputs upper-cased), failing on the
     call numbered `fail_on` (from 1)."""
 
     max_source_length = None
+    max_source_pieces = None
+    beam_size, alpha = 4, 0.6
+    capabilities = Capabilities(sampling=False, prefixes=False, alignments=False, scoring=False)
 
     def __init__(self, texts=None, fail_on=None):
         self.texts, self.fail_on, self.calls = texts, fail_on, 0

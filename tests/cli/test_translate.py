@@ -182,8 +182,10 @@ def test_saved_model_without_the_n_best_signature_refuses_n_best():
 
 def test_translate_picks_the_highest_version_of_a_base_path(tmp_path, capsysbinary, monkeypatch):
     loaded = []
+    from keras_transformer.engines import loading  # The engines as `open_engine` opens them.
+
     for name in ("load_keras_translator", "SavedModelTranslator", "CTranslate2Translator"):
-        monkeypatch.setattr(engines, name, lambda path: loaded.append(path) or Recorded(["ok"]))
+        monkeypatch.setattr(loading, name, lambda path: loaded.append(path) or Recorded(["ok"]))
     # Versions are compared as numbers; temporaries, other names and files are not versions.
     for name in ("2", "10", "9", ".tmp-ab12cd34-11", "notes"):
         (tmp_path / name).mkdir()
@@ -275,8 +277,7 @@ def test_few_sentences_from_arguments_search_without_xla(
     """Up to `FEW_SENTENCES` sentences given as arguments, a compiled Keras Translator runs
     its search without XLA (TensorFlow: a trace costs less than a compilation), with the
     compiled search's output; more sentences keep XLA."""
-    from keras_transformer.cli import translate as command
-    from keras_transformer.translator import Translator
+    from keras_transformer.translator import FEW_SENTENCES, Translator
 
     _, test_pairs, keras_path = number_translator
     compiled = Translator.load(keras_path)
@@ -291,7 +292,7 @@ def test_few_sentences_from_arguments_search_without_xla(
 
     monkeypatch.setattr(engines, "load_translator", load)
     sources = [source for source, _ in test_pairs]
-    for count, uses_xla in ((command.FEW_SENTENCES, False), (command.FEW_SENTENCES + 1, True)):
+    for count, uses_xla in ((FEW_SENTENCES, False), (FEW_SENTENCES + 1, True)):
         status, lines, _ = run_main(
             capsysbinary, ["translate", "--model", str(path), *sources[:count]]
         )

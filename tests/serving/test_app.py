@@ -14,17 +14,19 @@ from keras_transformer.serving.app import ROUTES
 from keras_transformer.serving.limits import RateLimiter
 from keras_transformer.serving.models import ModelSpec, check_specs, parse_model_spec
 from keras_transformer.serving.requests import ApiError, parse_translate
-from keras_transformer.translation import Translation
+from keras_transformer.translation import Capabilities, EngineBase, Translation
 
 pytestmark = pytest.mark.one_backend
 
 
-class FakeEngine:
+class FakeEngine(EngineBase):
     """Upper-cases each sentence; hypothesis k of an n-best list ends with `#k`; a sentence
     longer than 20 characters is `truncated`."""
 
     beam_size = 4
     alpha = 0.6
+    max_source_length = max_source_pieces = None
+    capabilities = Capabilities()
 
     def __init__(self, gate=None):
         self.calls = []

@@ -79,15 +79,14 @@ def test_a_saved_model_replays_its_warm_up_requests_and_ctranslate2_warms_with_o
     exported, tmp_path
 ):
     from keras_transformer.export import export_ctranslate2, read_warmup_requests
-    from keras_transformer.serving.models import _warmup_calls
 
     translator, _, saved_model_path = exported
     model = ServedModel(ModelSpec(str(saved_model_path)), warmup="none")
     model.load()
     records = read_warmup_requests(saved_model_path)
-    calls = _warmup_calls(model.engine, 32)
+    calls = model.engine.warmup_requests(32)
     assert len(calls) == len(records)  # The export's own requests, prefixed ones included.
-    assert sum(prefixes is not None for _, _, prefixes in calls) == len(records) // 2
+    assert sum(call.prefixes is not None for call in calls) == len(records) // 2
     expected = translator(SENTENCES)
     options = SearchOptions(num_hypotheses=2)
     assert [row[0].text for row in model.translate(SENTENCES, None, options)] == expected

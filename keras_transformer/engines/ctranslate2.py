@@ -1,19 +1,4 @@
-"""Engines: one way from a path to something that translates, whatever wrote the files.
-
-`load_translator(path, engine=None)` opens
-
-- a Keras `Translator` (`engine="keras"`): a `.keras` file, a directory holding
-  `translator.keras` (a training run's output directory or its `best/`), a preset directory;
-- a TensorFlow SavedModel written by `keras_transformer.export.export_saved_model`
-  (`"saved_model"`, `SavedModelTranslator`: TensorFlow and tensorflow-text only);
-- a CTranslate2 model directory written by `keras_transformer.export.export_ctranslate2`
-  (`"ctranslate2"`, `CTranslate2Translator`);
-
-and, given a model server's base path (numbered version directories), the highest version.
-Every engine translates with `engine(sentences)` (strings) and `engine.translate(sentences,
-beam_size=None, num_hypotheses=None)` (`keras_transformer.translation.Translation`s), and
-follows the same translation contract. The command line, fine-tuning (`init_from`) and training
-(the samples of its exported SavedModel) open models through here.
+"""`CTranslate2Translator`: our tokenizer and translation contract, CTranslate2's search.
 
 CTranslate2 has no GNMT length penalty (it divides by `length ** alpha`) and stops a beam search
 once `beam_size * patience` hypotheses have finished, where ours stops once no live hypothesis
@@ -25,356 +10,23 @@ order.
 """
 
 import functools
-import os
 
 from keras_transformer.decoding import length_penalty
-from keras_transformer.export.ctranslate2 import METADATA_FILENAME, read_settings
-from keras_transformer.export.saved_model import (
-    INPUT_NAME,
-    MAX_REQUEST_SIZE,
-    N_BEST_SIGNATURE_NAME,
-    PREFIX_INPUT_NAME,
-    PREFIX_SIGNATURE_NAME,
-    SIGNATURE_NAME,
-    read_metadata,
-)
+from keras_transformer.export.ctranslate2 import read_settings
 from keras_transformer.export.versions import latest_version
 from keras_transformer.generation import trim
-from keras_transformer.saving.preset import HUB_SCHEMES, hub_directory, is_preset
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import (
-    Translation,
+    Capabilities,
+    EngineBase,
     check_decoding_memory,
     check_search_options,
     run_scoring,
     run_translation,
     sampling_options,
     search_beam_size,
+    warmup_requests,
 )
-from keras_transformer.translator import KERAS_FILE, load_keras_translator
-
-ENGINES = ("keras", "saved_model", "ctranslate2")
-SAVED_MODEL_FILE = "saved_model.pb"
-
-
-def load_translator(path, engine=None):
-    """The translator at `path`: a Keras `Translator`, a `SavedModelTranslator` or a
-    `CTranslate2Translator` (see the module docstring).
-
-    Args:
-        path: str or `os.PathLike`. A `.keras` file, a run directory, a preset, SavedModel or
-            CTranslate2 directory, or a base path of numbered versions of one (its highest
-            version is opened).
-        engine: str. `"keras"`, `"saved_model"` or `"ctranslate2"`. Defaults to `None`: the
-            engine the files are for (`detect_engine`).
-
-    Returns:
-        An object with `__call__(sentences)` and `translate(sentences, beam_size=None,
-        num_hypotheses=None)`.
-
-    Raises:
-        FileNotFoundError: nothing at `path`.
-        ValueError: `engine` is unknown, or `path` holds nothing that engine opens.
-
-    Example:
-
-    ```python
-    translator = load_translator("runs/demo")  # its translator.keras
-    translator(["dos mil"])
-    ```
-    """
-    if engine is not None and engine not in ENGINES:
-        raise ValueError(
-            f"`engine` must be None or one of {', '.join(ENGINES)}. Received: engine={engine!r}"
-        )
-    path = os.fspath(path)
-    if path.startswith(HUB_SCHEMES):  # A preset on a hub: data only, the Keras engine.
-        if engine not in (None, "keras"):
-            raise ValueError(
-                f"A hub handle names a preset, opened with the Keras engine only. Received: "
-                f"path={path!r}, engine={engine!r}"
-            )
-        return load_keras_translator(hub_directory(path))
-    if engine is None:
-        engine = detect_engine(path)
-    if not _holds_model(path):
-        path = latest_version(path)
-    if engine == "keras":
-        return load_keras_translator(path)
-    if engine == "saved_model":
-        return SavedModelTranslator(path)
-    return CTranslate2Translator(path)
-
-
-def detect_engine(path):
-    """The engine whose files `path` holds: `"keras"`, `"saved_model"` or `"ctranslate2"`.
-
-    The files of `path` itself decide, and only a directory holding no model files of its own
-    is taken for a model server's base path (its highest numbered version decides). A file is
-    taken for a `.keras` file; a directory holding `translator.keras` or a preset's files is
-    `"keras"`, then `saved_model.pb` is `"saved_model"`, then CTranslate2's
-    `keras_transformer.json` is `"ctranslate2"`.
-
-    A SavedModel is a program: loading one runs its graph. So a directory holding a preset
-    (or `translator.keras`) and a SavedModel too (`saved_model.pb` beside them, or in a
-    numbered version directory) is refused: a preset downloaded from a hub never runs a graph
-    it carries. Name the engine (`load_translator(path, engine=...)`, `--engine`) to open such
-    a directory anyway.
-
-    Raises:
-        FileNotFoundError: nothing at `path`.
-        ValueError: a directory holding none of these files, or a preset and a SavedModel.
-    """
-    path = os.fspath(path)
-    if os.path.isfile(path):
-        return "keras"
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"no SavedModel directory, preset directory or .keras file at {path!r}"
-        )
-    if not _holds_model(path):
-        version = latest_version(path)
-        if version != path:
-            return detect_engine(version)
-    if os.path.isfile(os.path.join(path, KERAS_FILE)) or is_preset(path):
-        graphs = _saved_models(path)
-        if graphs:
-            raise ValueError(
-                "`path` holds a Keras translator or preset and a SavedModel "
-                f"({', '.join(graphs)}); a SavedModel is a program, never run from a preset "
-                "directory: remove it, or name the engine (--engine keras or --engine "
-                f"saved_model) if both are yours. Received: path={path!r}"
-            )
-        return "keras"
-    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
-        return "saved_model"
-    if os.path.isfile(os.path.join(path, METADATA_FILENAME)):
-        return "ctranslate2"
-    raise ValueError(
-        f"`path` is a directory holding no translator: no {KERAS_FILE}, {SAVED_MODEL_FILE} "
-        f"(SavedModel), {METADATA_FILENAME} (CTranslate2) or preset files. Received: "
-        f"path={path!r}"
-    )
-
-
-def _holds_model(path):
-    """Whether the directory `path` holds a model's files of its own (not only versions)."""
-    names = (KERAS_FILE, SAVED_MODEL_FILE, METADATA_FILENAME)
-    return is_preset(path) or any(os.path.lexists(os.path.join(path, name)) for name in names)
-
-
-def _saved_models(path):
-    """The `saved_model.pb` files in `path` and in its numbered version directories."""
-    found = [SAVED_MODEL_FILE] if os.path.lexists(os.path.join(path, SAVED_MODEL_FILE)) else []
-    for entry in sorted(os.listdir(path)):
-        if entry.isascii() and entry.isdigit():
-            if os.path.lexists(os.path.join(path, entry, SAVED_MODEL_FILE)):
-                found.append(f"{entry}/{SAVED_MODEL_FILE}")
-    return found
-
-
-def check_options(
-    translator,
-    beam_size=None,
-    num_hypotheses=None,
-    target_prefix=False,
-    sampling_topk=None,
-    sampling_topp=None,
-    sampling_temperature=None,
-    seed=0,
-    alignments=False,
-):
-    """Checks a call's search options against an engine before it runs (a SavedModel's
-    search is fixed at export; `target_prefix`: bool, whether prefixes will be given).
-    Raises a `ValueError` naming them."""
-    sampling = sampling_options(sampling_topk, sampling_topp, sampling_temperature)
-    if isinstance(translator, SavedModelTranslator):
-        translator.check_search_options(
-            beam_size, num_hypotheses, target_prefix, sampling is not None, alignments
-        )
-        return
-    if hasattr(translator, "check_search_options"):  # A Translator: the memory bound too.
-        translator.check_search_options(beam_size, None, num_hypotheses, sampling, seed)
-        return
-    beam_size = search_beam_size(beam_size, translator.beam_size, sampling)
-    check_search_options(beam_size, translator.alpha, num_hypotheses, sampling, seed)
-    if hasattr(translator, "check_decoding_memory"):  # CTranslate2: the memory bound too.
-        translator.check_decoding_memory(beam_size)
-
-
-class SavedModelTranslator:
-    """Translates with a SavedModel written by `keras_transformer.export.export_saved_model`,
-    through its `serving_default` signature (and `translate_n_best` for n-best lists).
-
-    Needs TensorFlow and tensorflow-text only (no Keras model is built). Its search is fixed at
-    export: `beam_size` must be the exported one, and `num_hypotheses` at most the columns of
-    `translate_n_best`. `Translation.tokens`, `source_tokens` and `target_tokens` are `None`:
-    a SavedModel returns strings.
-
-    Args:
-        path: str or `os.PathLike`. The SavedModel directory.
-        max_request_size: int. Most sentences sent to the SavedModel at once: a longer list is
-            translated in requests of at most this many. Defaults to `None`: the export's
-            `max_request_size` (`MAX_REQUEST_SIZE` for an export that does not record one).
-
-    Call arguments:
-        sentences: a `str` (or `bytes`), or a list of them.
-
-    Returns:
-        A `str` for one sentence, a list of `str` for a list.
-    """
-
-    def __init__(self, path, max_request_size=None):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
-
-        self._tf = tf
-        self.directory = os.fspath(path)
-        self._loaded = tf.saved_model.load(self.directory)
-        self._signature = self._loaded.signatures[SIGNATURE_NAME]
-        self._n_best_signature = self._loaded.signatures.get(N_BEST_SIGNATURE_NAME)
-        self._prefix_signature = self._loaded.signatures.get(PREFIX_SIGNATURE_NAME)
-        metadata = read_metadata(self.directory)
-        self.beam_size = metadata.get("beam_size")
-        self.alpha = metadata.get("alpha")
-        self.max_source_length = metadata.get("max_source_length")
-        self.max_request_size = max_request_size or metadata.get(
-            "max_request_size", MAX_REQUEST_SIZE
-        )
-        self.num_hypotheses = None
-        if self._n_best_signature is not None:
-            # (batch, num_hypotheses): static in the signature; the metadata says it too.
-            columns = self._n_best_signature.structured_outputs["translations"].shape[-1]
-            self.num_hypotheses = columns if columns is not None else metadata.get("num_hypotheses")
-
-    def __call__(self, sentences):
-        translations = self.translate(sentences)
-        if isinstance(translations, Translation):
-            return translations.text
-        return [translation.text for translation in translations]
-
-    def check_search_options(
-        self,
-        beam_size=None,
-        num_hypotheses=None,
-        target_prefix=False,
-        sampling=False,
-        alignments=False,
-    ):
-        """Raises a `ValueError` unless this SavedModel can run that search (`target_prefix`,
-        `sampling`, `alignments`: bools, whether they are asked for)."""
-        if sampling or alignments:
-            raise ValueError(
-                "A SavedModel runs the search it was exported with and returns strings: it "
-                "cannot sample or align; translate with a .keras Translator or `--engine "
-                f"ctranslate2`. Received: sampling={bool(sampling)}, alignments={bool(alignments)}"
-            )
-        if target_prefix and self._prefix_signature is None:
-            raise ValueError(
-                f"This SavedModel has no `{PREFIX_SIGNATURE_NAME}` signature (exported before "
-                "target prefixes were): export it again for `--target-prefix`. "
-                "Received: target_prefix given"
-            )
-        if target_prefix and num_hypotheses is not None and num_hypotheses > 1:
-            raise ValueError(
-                f"The `{PREFIX_SIGNATURE_NAME}` signature returns the best translation only. "
-                f"Received: n_best={num_hypotheses} with a target prefix"
-            )
-        if beam_size is not None and beam_size != self.beam_size:
-            raise ValueError(
-                "A SavedModel searches with the beam size it was exported with "
-                f"({self.beam_size}): export another one for another `--beam-size`, or "
-                "translate with a .keras Translator or `--engine ctranslate2`. "
-                f"Received: beam_size={beam_size}"
-            )
-        if num_hypotheses is None:
-            return
-        if self._n_best_signature is None:
-            raise ValueError(
-                f"This SavedModel has no `{N_BEST_SIGNATURE_NAME}` signature (exported before "
-                "n-best lists were): export it again for `--n-best`. "
-                f"Received: n_best={num_hypotheses}"
-            )
-        if self.num_hypotheses is not None and num_hypotheses > self.num_hypotheses:
-            raise ValueError(
-                f"This SavedModel's `{N_BEST_SIGNATURE_NAME}` signature returns "
-                f"{self.num_hypotheses} hypotheses per sentence: `--n-best` must be at most "
-                f"{self.num_hypotheses} (export with a larger `--num-hypotheses` and "
-                f"`--beam-size` for more). Received: n_best={num_hypotheses}"
-            )
-
-    def translate(self, sentences, beam_size=None, num_hypotheses=None, target_prefix=None):
-        """Translates sentences and returns `Translation`s (text, score, truncated).
-
-        Args:
-            sentences: a `str` (or `bytes`), or a list of them.
-            beam_size: int. Must be the exported beam size. Defaults to `None`.
-            num_hypotheses: int. Return the n best hypotheses, best first (the
-                `translate_n_best` signature). Defaults to `None`: the best only.
-            target_prefix: as in `Translator.translate` (the `translate_with_prefix`
-                signature; best translation only). Defaults to `None`.
-
-        Returns:
-            As `keras_transformer.Translator.translate`.
-        """
-        if num_hypotheses == 1 and target_prefix is not None:
-            num_hypotheses = None  # `translate_with_prefix` returns the best; same results.
-            single_list = True
-        else:
-            single_list = False
-        self.check_search_options(beam_size, num_hypotheses, target_prefix is not None)
-        single = isinstance(sentences, (str, bytes))
-        batch = [sentences] if single else list(sentences)
-        if target_prefix is not None:
-            prefixes = [target_prefix] if single else list(target_prefix)
-            if len(prefixes) != len(batch):
-                raise ValueError(
-                    "`target_prefix` must hold one prefix per sentence (None or '' for none). "
-                    f"Received: {len(batch)} sentences and {len(prefixes)} prefixes"
-                )
-            prefixes = [b"" if prefix is None else prefix for prefix in prefixes]
-        texts, scores, truncated = [], [], []
-        size = self.max_request_size
-        for start in range(0, len(batch), size):  # Requests the export accepts.
-            inputs = {INPUT_NAME: self._tf.constant(batch[start : start + size], self._tf.string)}
-            if target_prefix is not None:
-                chunk = prefixes[start : start + size]
-                inputs[PREFIX_INPUT_NAME] = self._tf.constant(chunk, self._tf.string)
-                outputs = self._prefix_signature(**inputs)
-            elif num_hypotheses is None:
-                outputs = self._signature(**inputs)
-            else:
-                outputs = self._n_best_signature(**inputs)
-            if target_prefix is not None or num_hypotheses is None:
-                texts += [[text] for text in outputs["translations"].numpy()]
-                scores += [[score] for score in outputs["scores"].numpy().tolist()]
-            else:
-                texts += outputs["translations"].numpy().tolist()  # (batch, columns), best first
-                scores += outputs["scores"].numpy().tolist()
-            truncated += outputs["truncated"].numpy().tolist()
-        results = []
-        for row_texts, row_scores, flag in zip(texts, scores, truncated, strict=True):
-            if num_hypotheses is not None and not any(row_texts) and not any(row_scores):
-                # An input without a token fills every column with "" and 0.0; as with the
-                # other engines, it has one hypothesis. (Distinct hypotheses of a search
-                # cannot all have the log probability 0.)
-                row_texts, row_scores = row_texts[:1], row_scores[:1]
-            options = zip(row_texts[: num_hypotheses or 1], row_scores, strict=False)
-            hypotheses = [
-                Translation(
-                    text=text.decode("utf-8", errors="replace"),
-                    score=float(score),
-                    tokens=None,
-                    truncated=bool(flag),
-                    source_tokens=None,
-                    target_tokens=None,
-                )
-                for text, score in options
-            ]
-            results.append(hypotheses if num_hypotheses is not None else hypotheses[0])
-        if single_list:
-            results = [[result] for result in results]
-        return results[0] if single else results
 
 
 @functools.lru_cache(maxsize=4096)
@@ -394,7 +46,7 @@ PATIENCE = 2
 N_BEST_PATIENCE = 4
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(EngineBase):
     """Translates with a model written by `keras_transformer.export.export_ctranslate2`: our
     tokenizer, CTranslate2's search.
 
@@ -561,6 +213,29 @@ class CTranslate2Translator:
             target_prefix=target_prefix,
             alignments=alignments,
         )
+
+    # === The `keras_transformer.translation.Engine` protocol ===
+    capabilities = Capabilities()  # Every search; nothing compiled per shape.
+
+    @property
+    def max_source_pieces(self):
+        """The most source word pieces translated whole (longer sources are truncated)."""
+        return self.preprocessor.max_source_pieces
+
+    def check(self, options):
+        """The options' values (`SearchOptions`) and the memory bound of their search."""
+        super().check(options)
+        default = 1 if options.sampling else self.beam_size
+        self.check_decoding_memory(default if options.beam_size is None else options.beam_size)
+
+    def warmup_requests(self, max_batch):
+        """One sentence: CTranslate2 compiles nothing, but loads lazily what a first call
+        uses."""
+        return warmup_requests(self.preprocessor, min(max_batch, self.batch_size))[:1]
+
+    def count_tokens(self, texts):
+        """The number of source word pieces of each of `texts` (a list of `str`)."""
+        return self.preprocessor.count_pieces(texts)
 
     def score(self, sources, translations):
         """The log probability of given translations, with CTranslate2's `score_batch`.

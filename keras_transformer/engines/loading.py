@@ -1,0 +1,83 @@
+"""`load_translator(path, engine)`: the engine at a path, and `check_options`, the check of a
+call's search options against any engine."""
+
+import os
+
+from keras_transformer.engines.ctranslate2 import CTranslate2Translator
+from keras_transformer.engines.location import Location, locate
+from keras_transformer.engines.saved_model import SavedModelTranslator
+from keras_transformer.translation import SearchOptions
+from keras_transformer.translator import load_keras_translator
+
+
+def load_translator(path, engine=None):
+    """The translator at `path`: a Keras `Translator`, a `SavedModelTranslator` or a
+    `CTranslate2Translator` (see `keras_transformer.engines`).
+
+    Args:
+        path: str or `os.PathLike`. A `.keras` file, a run directory, a preset, SavedModel or
+            CTranslate2 directory, or a base path of numbered versions of one (its highest
+            version is opened), or a hub handle of a preset.
+        engine: str. `"keras"`, `"saved_model"` or `"ctranslate2"`. Defaults to `None`: the
+            engine the files are for (`detect_engine`).
+
+    Returns:
+        An engine (`keras_transformer.translation.Engine`), also callable on strings.
+
+    Raises:
+        FileNotFoundError: nothing at `path`.
+        ValueError: `engine` is unknown, or `path` holds nothing that engine opens.
+
+    Example:
+
+    ```python
+    translator = load_translator("runs/demo")  # its translator.keras
+    translator(["dos mil"])
+    ```
+    """
+    return open_engine(locate(path, engine))
+
+
+def open_engine(location):
+    """The engine of a `Location` (`locate`'s), opened without resolving its path again."""
+    if not isinstance(location, Location):
+        raise ValueError(
+            f"`location` must be a `keras_transformer.engines.Location` (`locate`'s). "
+            f"Received: location={location!r}"
+        )
+    path = os.fspath(location.path)
+    if location.engine == "keras":
+        return load_keras_translator(path)
+    if location.engine == "saved_model":
+        return SavedModelTranslator(path)
+    return CTranslate2Translator(path)
+
+
+def check_options(
+    translator,
+    beam_size=None,
+    num_hypotheses=None,
+    target_prefix=False,
+    sampling_topk=None,
+    sampling_topp=None,
+    sampling_temperature=None,
+    seed=0,
+    alignments=False,
+    alpha=None,
+):
+    """Checks a call's search options against an engine before it runs (a SavedModel's
+    search is fixed at export; `target_prefix`: bool, whether prefixes will be given): the
+    engine's `check` of these `SearchOptions`. Raises a `ValueError` naming them."""
+    translator.check(
+        SearchOptions(
+            beam_size=beam_size,
+            num_hypotheses=num_hypotheses,
+            sampling_topk=sampling_topk,
+            sampling_topp=sampling_topp,
+            sampling_temperature=sampling_temperature,
+            seed=seed,
+            prefixed=bool(target_prefix),
+            alpha=alpha,
+            alignments=bool(alignments),
+        )
+    )
