@@ -48,7 +48,8 @@ A command whose output's reader has gone (`... | head`) stops quietly, with the 
 sacreBLEU: BLEU, chrF and TER with their signatures, and `--compare` for sacreBLEU's paired
 bootstrap resampling (see `keras_transformer.cli.evaluate`).
 
-Each subcommand is a module of this package (`translate`, `export`, `importing`, `quantize`, `train`, `evaluate`) with an
+Each subcommand is a module of this package (`translate`, `score`, `export`, `importing`,
+`quantize`, `train`, `evaluate`, `serve`: `SUBCOMMANDS`) with an
 `add_<name>_parser(subparsers)` function that registers its arguments and its handler
 `run_<name>(args) -> exit status`; `common` holds what they share. The modules import no
 framework at import time, so `--help` loads none.
@@ -74,6 +75,18 @@ from keras_transformer.cli.score import add_score_parser
 from keras_transformer.cli.serve import add_serve_parser
 from keras_transformer.cli.train import add_train_parser
 from keras_transformer.cli.translate import add_translate_parser
+
+# The subcommands in `--help`'s order: the module of each, its `add_<name>_parser`.
+SUBCOMMANDS = {
+    "translate": add_translate_parser,
+    "score": add_score_parser,
+    "export": add_export_parser,
+    "importing": add_import_parser,
+    "quantize": add_quantize_parser,
+    "train": add_train_parser,
+    "evaluate": add_evaluate_parser,
+    "serve": add_serve_parser,
+}
 
 __all__ = [
     "PROGRAM",
@@ -118,14 +131,8 @@ def build_parser():
     )
     add_common_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_translate_parser(subparsers)
-    add_score_parser(subparsers)
-    add_export_parser(subparsers)
-    add_import_parser(subparsers)
-    add_quantize_parser(subparsers)
-    add_train_parser(subparsers)
-    add_evaluate_parser(subparsers)
-    add_serve_parser(subparsers)
+    for add_parser in SUBCOMMANDS.values():
+        add_parser(subparsers)
     return parser
 
 
