@@ -38,11 +38,11 @@ LAYERS = [
     ["text"],
     ["datasets"],
     ["data"],
-    # Whole texts around the translation contract (segmentation, HTML, files, detection):
-    # framework-free, handed the translate call.
-    ["documents"],
-    # The translate loop every engine shares and the `Engine` protocol, then the Keras engine.
+    # The translate loop every engine shares and the `Engine` protocol.
     ["translation"],
+    # Whole texts around the translation contract (segmentation, HTML, files, detection),
+    # handed the translate call; then the Keras engine.
+    ["documents"],
     ["translator"],
     ["export.versions"],
     # The exporters, and the Marian importer beside them (`export.marian`).

@@ -202,3 +202,31 @@ def test_a_path_is_resolved_once(tmp_path, monkeypatch):
     assert isinstance(engines.open_engine(found), Translator) and len(looked) == 1
     with pytest.raises(ValueError, match="Received: location='served'"):
         engines.open_engine("served")
+
+
+@pytest.mark.all_backends
+def test_a_long_text_comes_back_whole_on_every_engine(reference, tmp_path, request):
+    # A 5,000-character line of number sentences: far more than the fixture's 32-token
+    # sources. Every sentence is translated (the pieces counted in and out), none truncated.
+    from keras_transformer.documents.texts import plan_texts, translate_texts
+    from keras_transformer.export import export_ctranslate2
+
+    translator, _ = reference
+    sentence = "Dos mil trescientos ochenta y tres. Cuarenta y dos."
+    line = " ".join([sentence] * 100)[:5000].rsplit(".", 1)[0] + "."
+    found = [translator]
+    if keras.backend.backend() == "tensorflow":
+        export_ctranslate2(translator, tmp_path / "ct2")
+        found.append(engines.load_translator(tmp_path / "ct2"))
+        _, _, saved_model_path = request.getfixturevalue("exported")
+        found.append(engines.load_translator(saved_model_path))
+    for engine in found:
+        translation = translate_texts(engine, line, language="es")
+        assert not translation.truncated, type(engine)
+        plan = plan_texts([line], "es")
+        assert len(plan.sentences) == line.count(".")  # Every sentence sent.
+        pieces = engine.translate(plan.sentences[:2])
+        assert translation.text.startswith(" ".join(piece.text for piece in pieces))
+        # As many sentences out as in: each sentence's translation, in order.
+        expected = [piece.text for piece in engine.translate(plan.sentences)]
+        assert translation.text.split() == " ".join(expected).split()

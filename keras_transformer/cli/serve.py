@@ -134,6 +134,14 @@ def add_serve_parser(subparsers):
         "target-prefix searches too, 'none' nothing (default: default)",
     )
     parser.add_argument(
+        "--no-segment",
+        dest="segment",
+        action="store_false",
+        help="translate each line of a text whole instead of sentence by sentence, as before "
+        "0.4: a line too long for the model is truncated (a request's `segment` field "
+        "overrides it)",
+    )
+    parser.add_argument(
         "--poll-seconds",
         type=non_negative_float,
         default=5.0,
@@ -171,6 +179,7 @@ def run_serve(args):
         batch_wait=args.batch_wait_ms / 1000,
         cors_origins=tuple(args.cors_origin),
         engine_calls=args.engine_calls,
+        segment=args.segment,
     )
     models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
     try:

@@ -125,6 +125,20 @@ def add_translate_parser(subparsers):
         "each target word piece linked to the source piece with the highest cross-attention "
         "of the last decoder layer, averaged over its heads) to each translation line",
     )
+    parser.add_argument(
+        "--no-segment",
+        dest="segment",
+        action="store_false",
+        help="translate each line whole, as before 0.4 (a line too long for the model is then "
+        "truncated) instead of sentence by sentence",
+    )
+    parser.add_argument(
+        "--source-language",
+        default=None,
+        metavar="CODE",
+        help="the source language (ISO 639-1, e.g. es) for the sentence segmenter's rules "
+        "(default: its language-independent rules)",
+    )
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_translate)
@@ -133,6 +147,7 @@ def add_translate_parser(subparsers):
 def run_translate(args):
     """Handler of `translate`: returns the exit status."""
     # Loads the framework of the engine (seconds): only once the command runs.
+    from keras_transformer.documents.texts import translate_texts
     from keras_transformer.translation import SearchOptions
 
     try:
@@ -188,7 +203,16 @@ def run_translate(args):
                 return 2
             batch_prefixes = prefixes[offset : offset + len(batch)]
         try:
-            results = translator.run(list(batch), search, batch_prefixes)
+            if args.segment:  # Each line a whole text: sentences, long ones cut, joined.
+                results = translate_texts(
+                    translator,
+                    list(batch),
+                    search,
+                    language=args.source_language,
+                    prefixes=batch_prefixes,
+                )
+            else:
+                results = translator.run(list(batch), search, batch_prefixes)
             hypotheses = [
                 [(option.text, option.score, option.word_alignments) for option in found]
                 for found in results

@@ -29,6 +29,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from keras_transformer.documents.texts import MAX_RETRIES, plan_texts
 from keras_transformer.serving.batching import (
     DEFAULT_BATCH_SENTENCES,
     Batcher,
@@ -39,7 +40,7 @@ from keras_transformer.serving.batching import (
 from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
-from keras_transformer.serving.requests import ApiError, parse_translate, split_lines
+from keras_transformer.serving.requests import ApiError, parse_translate
 
 ACCESS_LOG = logging.getLogger("keras_transformer.serving.access")
 # Names of common language codes, for `/languages` (others are named by their code).
@@ -96,6 +97,8 @@ class Settings:
             (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
         engine_calls: int. Engine calls run at once per model; `0`: the model's
             (`models.ServedModel.concurrent_calls`).
+        segment: bool. Cut each text into sentences before translating (a request's
+            `segment` field overrides it); `False`: each line whole, as before 0.4.
     """
 
     char_limit: int = 5000
@@ -109,6 +112,7 @@ class Settings:
     batch_wait: float = 0.0
     cors_origins: tuple = ()
     engine_calls: int = 0
+    segment: bool = True
 
 
 class ServerState:
@@ -272,61 +276,89 @@ def _translate(state):
             model.check_options(parsed.options)
         except ValueError as error:
             raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
-        sentences, prefixes, counts = split_lines(parsed)
-        if len(sentences) > settings.max_queue_sentences:  # It could never be queued.
+        segment = settings.segment if parsed.segment is None else parsed.segment
+        engine = model.engine
+        language = source if source not in (None, "auto") else None
+        plan = await asyncio.to_thread(
+            plan_texts,
+            parsed.texts,
+            language,
+            segment=segment,
+            max_pieces=engine.max_source_pieces,
+            count_tokens=engine.count_tokens,
+            prefixes=parsed.prefixes,
+        )
+        if len(plan.sentences) > settings.max_queue_sentences:  # It could never be queued.
             raise ApiError(
                 413,
-                f"Invalid request: {len(sentences)} lines, more than the server queues "
-                f"({settings.max_queue_sentences}): send fewer at a time",
+                f"Invalid request: {len(plan.sentences)} sentences, more than the server "
+                f"queues ({settings.max_queue_sentences}): send fewer at a time",
             )
         name = model.spec.name
-        batcher = state.batchers[name]
-        try:
-            future = batcher.submit(Job(sentences, prefixes, parsed.options))
-        except (QueueFull, QueueClosed) as error:
-            raise ApiError(503, f"Overloaded: {error}", {"Retry-After": "1"}) from None
-        finally:
-            state.metrics.queue.labels(name).set(batcher.depth)
-        try:
-            results = await asyncio.wait_for(asyncio.wrap_future(future), settings.timeout)
-        except TimeoutError:
-            raise ApiError(
-                503,
-                f"Timed out: no translation within {settings.timeout:g} s",
-                {"Retry-After": "1"},
-            ) from None
-        except ValueError as error:
-            raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
-        except Exception as error:
-            logging.getLogger(__name__).exception("translation failed")
-            raise ApiError(500, f"Translation failed: {type(error).__name__}") from None
-        state.metrics.sentences.labels(name).inc(len(sentences))
+        deadline = time.monotonic() + settings.timeout
+
+        async def submit(sentences, prefixes):
+            return await _submit(state, name, sentences, prefixes, parsed.options, deadline)
+
+        results = await _run_plan(plan, submit)
+        state.metrics.sentences.labels(name).inc(len(plan.sentences))
         state.metrics.characters.labels(name).inc(parsed.characters)
-        return JSONResponse(_answer(parsed, results, counts, source))
+        translations = plan.assemble(results, parsed.alternatives + 1)
+        return JSONResponse(_answer(parsed, translations, source))
 
     return translate
 
 
-def _answer(parsed, results, counts, source):
-    """LibreTranslate's response body of one request's results (one per line)."""
+async def _run_plan(plan, submit, depth=0):
+    """`texts.run_plan` through the batcher: the plan's sentences, then its truncated pieces
+    cut and sent again (`TextPlan.retry`)."""
+    results = await submit(plan.sentences, plan.prefixes) if plan.sentences else []
+    if depth >= MAX_RETRIES:
+        return results
+    again = plan.retry(results)
+    if again is None:
+        return results
+    parts, split = again
+    return plan.merge(results, split, await _run_plan(parts, submit, depth + 1))
+
+
+async def _submit(state, name, sentences, prefixes, options, deadline):
+    """One batch of sentences through the model's batcher: its results, or the `ApiError` of
+    a full queue (503), the deadline (503), a bad option (400) or a failure (500)."""
+    batcher = state.batchers[name]
+    try:
+        future = batcher.submit(Job(sentences, prefixes, options))
+    except (QueueFull, QueueClosed) as error:
+        raise ApiError(503, f"Overloaded: {error}", {"Retry-After": "1"}) from None
+    finally:
+        state.metrics.queue.labels(name).set(batcher.depth)
+    try:
+        left = max(0.0, deadline - time.monotonic())
+        return await asyncio.wait_for(asyncio.wrap_future(future), left)
+    except TimeoutError:
+        raise ApiError(
+            503,
+            f"Timed out: no translation within {state.settings.timeout:g} s",
+            {"Retry-After": "1"},
+        ) from None
+    except ValueError as error:
+        raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
+    except Exception as error:
+        logging.getLogger(__name__).exception("translation failed")
+        raise ApiError(500, f"Translation failed: {type(error).__name__}") from None
+
+
+def _answer(parsed, translations, source):
+    """LibreTranslate's response body of one request's results: one whole-text translation
+    (a list of hypotheses, best first) per text."""
     texts, alternatives, scores, alternative_scores, truncated = [], [], [], [], []
-    offset = 0
-    for count in counts:
-        lines = results[offset : offset + count]
-        offset += count
-        hypotheses = [line if isinstance(line, list) else [line] for line in lines]
-        texts.append("\n".join(line[0].text for line in hypotheses))
-        scores.append(sum(line[0].score for line in hypotheses))
-        truncated.append(any(line[0].truncated for line in hypotheses))
-        others, other_scores = [], []
-        for rank in range(1, parsed.alternatives + 1):
-            if all(len(line) <= rank for line in hypotheses):
-                break  # No line has this many hypotheses (an empty text has one).
-            chosen = [line[min(rank, len(line) - 1)] for line in hypotheses]
-            others.append("\n".join(hypothesis.text for hypothesis in chosen))
-            other_scores.append(sum(hypothesis.score for hypothesis in chosen))
-        alternatives.append(others)
-        alternative_scores.append(other_scores)
+    for hypotheses in translations:
+        texts.append(hypotheses[0].text)
+        scores.append(hypotheses[0].score)
+        truncated.append(hypotheses[0].truncated)
+        others = hypotheses[1 : parsed.alternatives + 1]
+        alternatives.append([hypothesis.text for hypothesis in others])
+        alternative_scores.append([hypothesis.score for hypothesis in others])
 
     def shaped(values):
         return values[0] if parsed.single else values

@@ -4,12 +4,14 @@ LibreTranslate's fields: `q` (a string, or a list of strings), `source`, `target
 (`"text"`; `"html"` is refused), `alternatives` (how many other translations to return),
 `api_key`. This package's extra fields: `target_prefix` (a string per text: each translation
 starts with it), `beam_size`, `sampling_topk`, `sampling_topp`, `sampling_temperature`,
-`seed` and `scores` (return each translation's score). A JSON body gives them typed; a form
+`seed`, `scores` (return each translation's score) and `segment` (`false`: translate each
+line whole instead of sentence by sentence). A JSON body gives them typed; a form
 body (`application/x-www-form-urlencoded` or `multipart/form-data`, what LibreTranslate's
 clients send) gives strings, read as the same types; `q` may repeat in a form.
 
-A text is translated line by line: each line of `q` is one sentence for the model, and the
-translation keeps the text's line breaks.
+A text is cut into sentences (`keras_transformer.documents.segmentation`), a sentence too long
+for the model further, and the translation keeps the text's layout: paragraph and line breaks
+and the whitespace between sentences come back where they were.
 """
 
 import dataclasses
@@ -41,6 +43,7 @@ class TranslateRequest:
         prefixes: list of str (one per text) or `None`.
         options: `SearchOptions`.
         scores: bool. Return the scores.
+        segment: bool or `None`. Cut texts into sentences (`None`: the server's setting).
     """
 
     texts: list
@@ -52,6 +55,7 @@ class TranslateRequest:
     prefixes: list = None
     options: SearchOptions = dataclasses.field(default_factory=SearchOptions)
     scores: bool = False
+    segment: bool = None
 
     @property
     def characters(self):
@@ -187,17 +191,5 @@ def parse_translate(fields, batch_limit=None):
         prefixes=prefixes,
         options=options,
         scores=_boolean(fields, "scores"),
+        segment=_boolean(fields, "segment") if fields.get("segment") is not None else None,
     )
-
-
-def split_lines(request):
-    """`(sentences, prefixes, counts)`: each text cut into its lines, the prefixes (a text's
-    prefix goes to its first line, the others get none) and the number of lines per text."""
-    sentences, prefixes, counts = [], [], []
-    for index, text in enumerate(request.texts):
-        lines = text.split("\n")
-        sentences += [line.rstrip("\r") for line in lines]
-        counts.append(len(lines))
-        if request.prefixes is not None:
-            prefixes += [request.prefixes[index]] + [""] * (len(lines) - 1)
-    return sentences, (prefixes if request.prefixes is not None else None), counts

@@ -47,7 +47,8 @@ def test_translate_stdin_with_bad_inputs(exported, loaded_saved_model, capsysbin
     expected_truncated = [translation.truncated for translation in expected]
     status, lines, errors = run_main(
         capsysbinary,
-        ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores"],
+        # Each line whole, as before 0.4 (segmentation cuts an over-long line instead).
+        ["translate", "--model", str(saved_model_path), "--batch-size", "16", "--scores", "--no-segment"],
         stdin=b"\n".join(inputs) + b"\n",
         monkeypatch=monkeypatch,
     )
@@ -95,11 +96,31 @@ def test_translate_with_a_keras_file(small_keras_translator, capsysbinary):
     sentences = [SENTENCES[3], "", "tres " * 15]
     translations = translator.translate(sentences)
     assert [translation.truncated for translation in translations] == [False, False, True]
-    status, lines, errors = run_main(capsysbinary, ["translate", "--model", str(path), *sentences])
+    argv = ["translate", "--model", str(path), "--no-segment", *sentences]
+    status, lines, errors = run_main(capsysbinary, argv)
     assert status == 0
     assert lines == [translation.text for translation in translations]
     assert errors.count("note:") == 1
     assert "note: input line 3 is longer than the model's maximum source length (16 tokens" in errors
+
+
+def test_an_over_long_line_is_cut_and_translated_whole(small_keras_translator, capsysbinary):
+    from keras_transformer.documents.texts import plan_texts
+
+    translator, path = small_keras_translator
+    long_line = "tres " * 15 + "mil. Cuarenta y dos."  # More pieces than the model's 14.
+    assert translator.translate(long_line).truncated
+    status, lines, errors = run_main(capsysbinary, ["translate", "--model", str(path), long_line])
+    assert status == 0 and errors == "" and len(lines) == 1  # No truncation note.
+    plan = plan_texts(
+        [long_line],
+        max_pieces=translator.max_source_pieces,
+        count_tokens=translator.count_tokens,
+    )
+    assert len(plan.sentences) >= 3 and " ".join(plan.sentences) == long_line.strip()
+    translations = translator.translate(plan.sentences)
+    assert not any(translation.truncated for translation in translations)
+    assert lines[0].split() == " ".join(t.text for t in translations).split()
 
 
 def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinary):

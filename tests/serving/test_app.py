@@ -116,10 +116,13 @@ def test_alternatives_scores_prefix_truncation_and_auto(client):
     answer = post(
         client, {"q": ["a", ""], "source": "es", "target": "en", "target_prefix": ["x ", "y "]}
     )
-    assert answer.json() == {"translatedText": ["x A", "y "]}
-    long = "una frase bastante larga"
+    # An empty text has no sentence to continue: "" (as a real engine answers it).
+    assert answer.json() == {"translatedText": ["x A", ""]}
+    long = "una frase bastante larga"  # The fake engine truncates above 20 characters.
     answer = post(client, {"q": [long, "corta"], "source": "es", "target": "en"})
-    assert answer.json()["truncated"] == [True, False]
+    assert answer.json() == {"translatedText": ["UNA FRASE BASTANTE LARGA", "CORTA"]}
+    body = {"q": [long, "corta"], "source": "es", "target": "en", "segment": False}
+    assert post(client, body).json()["truncated"] == [True, False]  # Each line whole.
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,292 @@
+"""Whole texts through any engine: each text cut into sentences (`segmentation`), a sentence
+too long for the model cut further, every piece translated in one batch, and the pieces put
+back in the text's own layout.
+
+`plan_texts` does the cutting and `TextPlan.assemble` the joining, with the engine call in
+between left to the caller (`translate_texts` calls an engine at once; the server sends the
+plan's sentences through its batcher, so that the sentences of concurrent requests share
+searches). A piece the engine still truncated (a SavedModel counts no word pieces in Python)
+is cut in halves at word boundaries and translated again (`TextPlan.retry`), so no text comes
+back with its end missing.
+
+A whole text's `Translation` has the joined `text`, the sum of its pieces' `score`s,
+`truncated` true only where a piece of a single word was still too long, and
+`word_alignments` between the words of the whole source text and of the whole translation
+(each piece's links shifted by the words before it); `tokens`, `source_tokens`,
+`target_tokens`, `attention` and `alignments` (word pieces) are per piece: `None` here.
+"""
+
+import dataclasses
+
+from keras_transformer.documents.segmentation import segment_text, split_long
+from keras_transformer.translation import Translation
+
+# How many times a piece the engine truncated is cut in halves again (word windows halve
+# each time: 2**8 = 256 times fewer words is more than any sentence needs).
+MAX_RETRIES = 8
+
+
+class _WholeLines:
+    """A segmenter that keeps each line whole (segmentation off)."""
+
+    def split(self, text):
+        return [text.strip()] if text.strip() else []
+
+
+@dataclasses.dataclass
+class TextPlan:
+    """The pieces of some texts to translate, and how to put their translations back.
+
+    Attributes:
+        sentences: list of str. Every piece of every text, in order (what to translate).
+        prefixes: list of str or `None`. Each piece's target prefix (a text's prefix goes to
+            its first piece), or `None` for none.
+        segmented: list of `segmentation.Segmented`, one per text.
+        owners: list of int. The text of each entry of `sentences`.
+        cut: bool. Pieces the engine truncated are cut and translated again (`retry`).
+    """
+
+    sentences: list
+    prefixes: list
+    segmented: list
+    owners: list
+    cut: bool = True
+
+    def retry(self, results):
+        """The pieces to translate again, as a `TextPlan` of their parts, and `[(piece,
+        parts)]`: each piece whose result (`Translation`, or a list of hypotheses) says
+        `truncated`, cut in two at a word boundary (its prefix goes to its first part);
+        `None` when none was truncated (or can be cut)."""
+        again, split, prefixes = [], [], []
+        for index, result in enumerate(results if self.cut else ()):
+            best = result[0] if isinstance(result, list) else result
+            words = self.sentences[index].split()
+            if not best.truncated or len(words) < 2:
+                continue
+            parts = split_long(
+                self.sentences[index], (len(words) + 1) // 2, lambda text: len(text.split())
+            )
+            split.append((index, parts))
+            again += parts
+            prefix = self.prefixes[index] if self.prefixes is not None else ""
+            prefixes += [prefix] + [""] * (len(parts) - 1)
+        if not again:
+            return None
+        plan = TextPlan(again, prefixes if self.prefixes is not None else None, [], [])
+        return plan, split
+
+    def merge(self, results, split, found):
+        """`results` with each retried piece's result replaced by its parts' results (`found`,
+        in `retry`'s order) joined."""
+        results = list(results)
+        found = iter(found)
+        for index, parts in split:
+            pieces = [next(found) for _ in parts]
+            results[index] = _joined_pieces(pieces, parts, results[index])
+        return results
+
+    def assemble(self, results, num_hypotheses=None):
+        """The whole-text `Translation` of each text (a list of `num_hypotheses` of them,
+        best first, when given), from one result per entry of `sentences`.
+
+        Hypothesis `k` of a text joins hypothesis `k` of each piece (its last one where a
+        piece has fewer: an empty piece has one), as `serve` joins the lines of a text.
+        """
+        if len(results) != len(self.sentences):
+            raise ValueError(
+                "`results` must hold one result per sentence of the plan. Received: "
+                f"{len(results)} results for {len(self.sentences)} sentences"
+            )
+        per_text = [[] for _ in self.segmented]
+        for owner, result in zip(self.owners, results, strict=True):
+            per_text[owner].append(result if isinstance(result, list) else [result])
+        translations = []
+        for segmented, pieces in zip(self.segmented, per_text, strict=True):
+            ranks = max([len(hypotheses) for hypotheses in pieces] or [1])
+            options = [
+                _whole_text(segmented, [hyps[min(rank, len(hyps) - 1)] for hyps in pieces])
+                for rank in range(min(ranks, num_hypotheses or 1))
+            ]
+            translations.append(options if num_hypotheses is not None else options[0])
+        return translations
+
+
+def plan_texts(
+    texts,
+    language=None,
+    *,
+    segment=True,
+    max_pieces=None,
+    count_tokens=None,
+    prefixes=None,
+    segmenter=None,
+):
+    """Cuts `texts` into the pieces to translate (`TextPlan`).
+
+    Args:
+        texts: list of str.
+        language: str or `None`. The source language (ISO 639-1, as `"es"`), for the
+            segmenter's rules. Defaults to `None` (its default rules).
+        segment: bool. Cut each line into sentences, and a sentence too long for the model
+            further; `False` translates each line whole, as before 0.4 (a line too long for
+            the model is then truncated: `Translation.truncated`). Defaults to `True`.
+        max_pieces: int or `None`. The most source word pieces the engine translates whole
+            (`Engine.max_source_pieces`); `None`: unknown (truncated pieces are retried).
+        count_tokens: callable `(list of str) -> list of int` or `None`: the engine's
+            `count_tokens`.
+        prefixes: list of str (one per text, `None` or `""` for none) or `None`.
+        segmenter: a `segmentation.Segmenter` (or any object with `split(text)`), to reuse one
+            across calls. Defaults to `None`: one for `language`.
+
+    Returns:
+        `TextPlan`.
+    """
+    texts = [_text(text, index) for index, text in enumerate(texts)]
+    if prefixes is not None and len(prefixes) != len(texts):
+        raise ValueError(
+            "`prefixes` must hold one prefix per text (None or '' for none). Received: "
+            f"{len(prefixes)} prefixes for {len(texts)} texts"
+        )
+    if not segment:
+        segmenter = _WholeLines()
+    count = None
+    if segment and max_pieces is not None and count_tokens is not None:
+        # One engine call counts every sentence; `split_long` counts the few parts it tries.
+        first = [segment_text(text, language, segmenter=segmenter) for text in texts]
+        sentences = sorted({sentence for plan in first for sentence in plan.sentences})
+        counts = dict(zip(sentences, count_tokens(sentences) if sentences else [], strict=True))
+
+        def count(text):
+            if text not in counts:
+                counts[text] = count_tokens([text])[0]
+            return counts[text]
+
+    segmented = [
+        segment_text(
+            text,
+            language,
+            max_tokens=max_pieces if count is not None else None,
+            count_tokens=count,
+            segmenter=segmenter,
+        )
+        for text in texts
+    ]
+    sentences, owners, flat_prefixes = [], [], []
+    for owner, plan in enumerate(segmented):
+        sentences += plan.sentences
+        owners += [owner] * len(plan.sentences)
+        prefix = None if prefixes is None else prefixes[owner]
+        flat_prefixes += [prefix or ""] + [""] * (len(plan.sentences) - 1) if plan.sentences else []
+    return TextPlan(
+        sentences, flat_prefixes if prefixes is not None else None, segmented, owners, segment
+    )
+
+
+def translate_texts(engine, texts, options=None, *, language=None, segment=True, prefixes=None):
+    """Translates whole texts with an engine (`keras_transformer.translation.Engine`).
+
+    Args:
+        engine: an engine (`keras_transformer.engines.load_translator`'s).
+        texts: a str, or a list of them.
+        options: `SearchOptions` or `None`.
+        language: str or `None`. The source language, for segmentation.
+        segment: bool. Cut lines into sentences. Defaults to `True`.
+        prefixes: as `plan_texts`'s (a str for a single text).
+
+    Returns:
+        A whole-text `Translation` per text (a list of `num_hypotheses` of them with
+        `options.num_hypotheses`); one for a str.
+    """
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
+    if single and prefixes is not None:
+        prefixes = [prefixes]
+    plan = plan_texts(
+        texts,
+        language,
+        segment=segment,
+        max_pieces=engine.max_source_pieces,
+        count_tokens=engine.count_tokens if engine.max_source_pieces is not None else None,
+        prefixes=prefixes,
+    )
+    num_hypotheses = options.num_hypotheses if options is not None else None
+
+    def translate(sentences, sentence_prefixes):
+        return engine.run(sentences, options, sentence_prefixes)
+
+    results = run_plan(plan, translate)
+    translations = plan.assemble(results, num_hypotheses)
+    return translations[0] if single else translations
+
+
+def run_plan(plan, translate, depth=0):
+    """The results of `plan`'s sentences by `translate(sentences, prefixes)`, with the
+    truncated pieces cut and translated again (`TextPlan.retry`, at most `MAX_RETRIES` deep)."""
+    results = translate(plan.sentences, plan.prefixes) if plan.sentences else []
+    if depth >= MAX_RETRIES:
+        return results
+    again = plan.retry(results)
+    if again is None:
+        return results
+    parts, split = again
+    return plan.merge(results, split, run_plan(parts, translate, depth + 1))
+
+
+def _joined_pieces(results, parts, original):
+    """One result of a piece from its parts' results (each a `Translation` or a list of
+    hypotheses): texts joined with a space, scores added, word alignments shifted."""
+    ranks = max(len(part) if isinstance(part, list) else 1 for part in results)
+    offsets, words = [], 0
+    for part in parts:
+        offsets.append(words)
+        words += len(part.split())
+    hypotheses = []
+    for rank in range(ranks):
+        chosen = [
+            (part[min(rank, len(part) - 1)] if isinstance(part, list) else part)
+            for part in results
+        ]
+        text = " ".join(piece.text.strip() for piece in chosen if piece.text.strip())
+        hypotheses.append(_combine(chosen, text, offsets))
+    return hypotheses if isinstance(original, list) else hypotheses[0]
+
+
+def _whole_text(segmented, pieces):
+    """A text's `Translation` from one `Translation` per piece (`Segmented.join` layout)."""
+    text = segmented.join([piece.text for piece in pieces])
+    return _combine(pieces, text, segmented.word_offsets())
+
+
+def _combine(pieces, text, source_offsets):
+    """A `Translation` of consecutive pieces: `text`, summed scores, truncated if any is,
+    word alignments shifted to whole-text words (`source_offsets`: each piece's first
+    source word; the target words are counted from the pieces' texts)."""
+    links, target_offset, aligned = [], 0, True
+    for piece, source_offset in zip(pieces, source_offsets, strict=True):
+        if piece.word_alignments is None:
+            aligned = False
+        else:
+            links += [
+                (source + source_offset, target + target_offset)
+                for source, target in piece.word_alignments
+            ]
+        target_offset += len(piece.text.split())
+    return Translation(
+        text=text,
+        score=float(sum(piece.score for piece in pieces)),
+        tokens=None,
+        truncated=any(piece.truncated for piece in pieces),
+        source_tokens=None,
+        target_tokens=None,
+        word_alignments=sorted(set(links)) if aligned and pieces else None,
+    )
+
+
+def _text(text, index):
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise ValueError(
+            f"Texts must be str (or UTF-8 bytes). Received: texts[{index}]={text!r:.80}"
+        )
+    return text
