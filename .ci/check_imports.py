@@ -38,6 +38,8 @@ LAYERS = [
     ["text"],
     ["datasets"],
     ["data"],
+    # Whole texts around the translation contract (HTML, Word documents): framework-free.
+    ["documents"],
     # The translate loop every engine shares, then the Keras engine.
     ["translation"],
     ["translator"],
