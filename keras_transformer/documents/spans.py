@@ -2,9 +2,8 @@
 
 A marked-up text (an HTML block, a Word paragraph) is translated as plain text; its markup is
 a list of spans `(start, end, payload)` over the plain text: a `<b>` element, a Word run. This
-module moves each span onto the translation the way Bergamot's HTML mode does (Kocmi et al.,
-"Bergamot: translating the web in the browser", and browsermt/bergamot-translator's
-`html.cpp`): each target word takes the spans of the source word aligned to it, so a link on
+module moves each span onto the translation the way Bergamot's HTML mode does
+(browsermt/bergamot-translator, `src/translator/html.cpp`): each target word takes the spans of the source word aligned to it, so a link on
 "casa" lands on "house" wherever the translation put it. No string matching: the words of the
 translation need not resemble the source's.
 
