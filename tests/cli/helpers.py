@@ -54,5 +54,8 @@ class Recorded(EngineBase):
         self.calls += 1
         if self.calls == self.fail_on:
             raise RuntimeError("out of memory")
-        texts = self.texts or [sentence.decode().upper() for sentence in batch]
+        texts = self.texts or [
+            (sentence.decode() if isinstance(sentence, bytes) else sentence).upper()
+            for sentence in batch
+        ]
         return [[Translation(text, 0.0, None, False, None, None)] for text in texts]

@@ -133,7 +133,8 @@ def test_invalid_utf8_argument_is_translated(small_keras_translator, capsysbinar
 def test_translate_n_best_lines_parse_back(small_keras_translator, capsysbinary):
     translator, path = small_keras_translator
     sentences = [SENTENCES[3], "", SENTENCES[0]]
-    argv = ["translate", "--model", str(path), "--n-best", "2", *sentences]
+    # Each line whole (`--no-segment`): the n-best lists of the engine itself.
+    argv = ["translate", "--model", str(path), "--n-best", "2", "--no-segment", *sentences]
     status, lines, _ = run_main(capsysbinary, argv)
     assert status == 0 and len(lines) == 2 + 1 + 2
     parsed = parse_n_best(lines)
@@ -146,9 +147,10 @@ def test_translate_n_best_lines_parse_back(small_keras_translator, capsysbinary)
         assert scores == sorted(scores, reverse=True)
     assert parsed[1] == [("", 0.0)]
     # The first hypothesis is the translation `translate` prints without --n-best.
-    status, plain, _ = run_main(capsysbinary, ["translate", "--model", str(path), *sentences])
+    argv = ["translate", "--model", str(path), "--no-segment", *sentences]
+    status, plain, _ = run_main(capsysbinary, argv)
     assert plain == [parsed[index][0][0] for index in range(3)]
-    argv = ["translate", "--model", str(path), "--beam-size", "1", *sentences]
+    argv = ["translate", "--model", str(path), "--beam-size", "1", "--no-segment", *sentences]
     status, greedy, _ = run_main(capsysbinary, argv)
     assert status == 0 and greedy == translator(sentences, beam_size=1)
 

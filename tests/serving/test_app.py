@@ -397,6 +397,6 @@ def test_a_request_of_more_lines_than_the_queue_holds_is_413():
         answer = post(client, {"q": "a\nb\nc\nd\ne", "source": "es", "target": "en"})
         assert (
             answer.status_code == 413
-            and "5 lines, more than the server queues (4)" in answer.json()["error"]
+            and "5 sentences, more than the server queues (4)" in answer.json()["error"]
         )
     state.close(5)
