@@ -40,6 +40,8 @@ LAYERS = [
     ["data"],
     # The translate loop every engine shares, then the Keras engine.
     ["translation"],
+    # Whole texts around the contract (segmentation, HTML, files, language detection).
+    ["documents"],
     ["translator"],
     ["export.versions"],
     # The exporters, and the Marian importer beside them (`export.marian`).
@@ -75,6 +77,7 @@ FRAMEWORKS = {
     "starlette",
     "uvicorn",
     "prometheus_client",
+    "lingua",
 }
 
 
