@@ -14,8 +14,8 @@ health, metrics and OpenAPI endpoints and the web page.
 | `GET /` | the web page |
 
 Errors are `{"error": message}` with LibreTranslate's status codes: 400 bad request, 403 bad or
-missing key (when keys are configured; `/detect` too), 413 too large, 429 too many requests, 503 overloaded
-(queue full, time limit, warming, draining), 500 when the engine fails.
+missing key (when keys are configured; `/detect` too), 413 too large, 429 too many requests,
+503 overloaded (queue full, time limit, warming, draining), 500 when the engine fails.
 """
 
 import asyncio
@@ -272,10 +272,13 @@ async def _read_fields(request, body_limit):
         raise ApiError(400, f"Invalid request: the body is not valid JSON ({message})") from None
 
 
-def _admit(state, request, parsed):
-    """Raises the `ApiError` of a request (`/translate`, `/detect`) that its key, its
-    client's rate or its characters do not admit."""
+async def _admitted(state, request, parse):
+    """The body of a `/translate` or `/detect` request read by `parse` (`parse_translate`,
+    `parse_detect`); raises the `ApiError` of a body that its key, its client's rate or its
+    characters do not admit."""
     settings = state.settings
+    fields = await _read_fields(request, settings.body_limit)
+    parsed = parse(fields, settings.batch_limit)
     client = request.client.host if request.client else "?"
     limit = settings.req_limit
     if settings.api_keys is not None:
@@ -293,15 +296,12 @@ def _admit(state, request, parsed):
             f"Invalid request: request ({parsed.characters}) exceeds text limit "
             f"({settings.char_limit} characters)",
         )
+    return parsed
 
 
 def _detect(state):
-    settings = state.settings
-
     async def detect(request):
-        fields = await _read_fields(request, settings.body_limit)
-        parsed = parse_detect(fields, settings.batch_limit)
-        _admit(state, request, parsed)
+        parsed = await _admitted(state, request, parse_detect)
         if state.detector is None:
             raise ApiError(400, f"Language detection is not available: {state.no_detection}")
         candidates = state.detect(parsed.texts)
@@ -316,9 +316,7 @@ def _translate(state):
     settings = state.settings
 
     async def translate(request):
-        fields = await _read_fields(request, settings.body_limit)
-        parsed = parse_translate(fields, settings.batch_limit)
-        _admit(state, request, parsed)
+        parsed = await _admitted(state, request, parse_translate)
         if state.status != "ready":
             raise ApiError(
                 503, f"The server is {state.status}: try again later", {"Retry-After": "5"}

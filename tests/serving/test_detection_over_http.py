@@ -1,6 +1,7 @@
-"""The web page's "Detect language" in Debian's chromium, over the fake engine of
-test_app.py served by uvicorn in a thread: auto is offered when several sources are served,
-the text goes to the detected source's model and the page says which language it detected."""
+"""Language detection over HTTP, on the fake engines of test_app.py served by uvicorn in a
+thread: LibreTranslate's Python client's `detect` and `translate(..., "auto", ...)`, and the
+web page's "Detect language" in Debian's chromium (offered when several sources are served;
+the text goes to the detected source's model and the page says which language it detected)."""
 
 import os
 import socket
@@ -11,15 +12,9 @@ import pytest
 
 from keras_transformer.serving import create_app
 from tests.serving.test_app import make_state
-from tests.serving.test_server import CHROMEDRIVER, CHROMIUM
+from tests.serving.test_server import CHROMEDRIVER, CHROMIUM, chromium
 
-pytestmark = [
-    pytest.mark.one_backend,
-    pytest.mark.skipif(
-        not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-        reason="Debian's chromium and chromium-driver (.ci/run installs them)",
-    ),
-]
+pytestmark = pytest.mark.one_backend
 
 
 @pytest.fixture
@@ -42,26 +37,27 @@ def page_url():
     state.close(5)
 
 
+def test_libretranslate_client_detects_and_translates_from_auto(page_url):
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    url, state = page_url
+    client = libretranslatepy.LibreTranslateAPI(url + "/")
+    candidates = client.detect("¿Dónde está la estación de tren?")  # A form body.
+    assert [candidate["language"] for candidate in candidates][0] == "es"
+    assert {candidate["language"] for candidate in candidates} == {"de", "en", "es"}
+    assert client.translate("Guten Morgen", "auto", "en") == "GUTEN MORGEN"
+    assert [len(model.engine.calls) for model in state.models] == [0, 1, 0]
+
+
+@pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="Debian's chromium and chromium-driver (.ci/run installs them)",
+)
 def test_the_page_detects_the_source_and_says_which(page_url, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     url, state = page_url
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(argument)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser = chromium(tmp_path)
     try:
         browser.get(url + "/")
         wait = WebDriverWait(browser, 60)
