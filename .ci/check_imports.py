@@ -78,6 +78,7 @@ FRAMEWORKS = {
     "starlette",
     "uvicorn",
     "prometheus_client",
+    "lingua",
 }
 
 

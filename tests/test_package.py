@@ -29,6 +29,7 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.data": ("tensorflow",),
     "keras_transformer.datasets.number_words": ("data",),
     "keras_transformer.datasets.sword_bible": ("data",),
+    "keras_transformer.documents.detection": ("detect",),
     "keras_transformer.documents.docx": ("formats",),
     "keras_transformer.documents.html": ("formats",),
     "keras_transformer.engines": ("ctranslate2", "tensorflow"),

@@ -4,6 +4,7 @@ health, metrics and OpenAPI endpoints and the web page.
 | route | what |
 | --- | --- |
 | `POST /translate` | LibreTranslate's translate (JSON or form body), with this package's extras |
+| `POST /detect` | LibreTranslate's detect: the served source languages, most likely first |
 | `GET/POST /languages` | the served languages, LibreTranslate's shape |
 | `GET /frontend/settings` | LibreTranslate's settings of its page (character limit, keys) |
 | `GET /health`, `/health/ready` | 200 once every model is warm, 503 while warming or draining |
@@ -13,8 +14,8 @@ health, metrics and OpenAPI endpoints and the web page.
 | `GET /` | the web page |
 
 Errors are `{"error": message}` with LibreTranslate's status codes: 400 bad request, 403 bad or
-missing key (when keys are configured), 413 too large, 429 too many requests, 503 overloaded
-(queue full, time limit, warming, draining), 500 when the engine fails.
+missing key (when keys are configured; `/detect` too), 413 too large, 429 too many requests,
+503 overloaded (queue full, time limit, warming, draining), 500 when the engine fails.
 """
 
 import asyncio
@@ -29,6 +30,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from keras_transformer.documents.detection import LanguageDetector
 from keras_transformer.documents.texts import MAX_RETRIES, plan_texts
 from keras_transformer.serving.batching import (
     DEFAULT_BATCH_SENTENCES,
@@ -40,7 +42,7 @@ from keras_transformer.serving.batching import (
 from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
-from keras_transformer.serving.requests import ApiError, parse_translate
+from keras_transformer.serving.requests import ApiError, parse_detect, parse_translate
 
 ACCESS_LOG = logging.getLogger("keras_transformer.serving.access")
 # Names of common language codes, for `/languages` (others are named by their code).
@@ -67,6 +69,7 @@ LANGUAGE_NAMES = {
 ROUTES = (
     "/",
     "/translate",
+    "/detect",
     "/languages",
     "/frontend/settings",
     "/health",
@@ -89,7 +92,8 @@ class Settings:
         timeout: float. Seconds a request may wait for its translation (503 beyond).
         req_limit: int. Requests per minute per client address, or per key without a limit
             of its own (429 beyond); `0`: none.
-        api_keys: `limits.ApiKeys` or `None`. When given, `/translate` needs one (403).
+        api_keys: `limits.ApiKeys` or `None`. When given, `/translate` and `/detect` need
+            one (403).
         max_batch_sentences: int. Most sentences merged into one engine call.
         max_queue_sentences: int. Most sentences waiting per model (503 beyond).
         batch_wait: float. Seconds to wait for more requests before a batch that is not full.
@@ -116,17 +120,24 @@ class Settings:
 
 
 class ServerState:
-    """What the routes share: the models with their batchers, settings, metrics and status
-    (`"warming"`, `"ready"`, `"draining"`).
+    """What the routes share: the models with their batchers, settings, metrics, status
+    (`"warming"`, `"ready"`, `"draining"`) and the language detector of the served sources.
 
     Args:
         models: list of `models.ServedModel`, loaded.
         settings: `Settings`.
+        log: callable `(str)`, for why language detection is off. Defaults to `None`: the
+            `keras_transformer.serving` logger.
     """
 
-    def __init__(self, models, settings):
+    def __init__(self, models, settings, log=None):
         self.models = models
         self.settings = settings
+        self.detector, self.no_detection = _detector(self.sources)
+        if self.detector is None and self.sources:
+            (log or logging.getLogger("keras_transformer.serving").warning)(
+                f"language detection is off: {self.no_detection}"
+            )
         self.metrics = Metrics()
         self.limiter = RateLimiter()
         self.status = "warming"
@@ -149,23 +160,44 @@ class ServerState:
         self.status = status
         self.metrics.ready.set(1 if status == "ready" else 0)
 
-    def find(self, source, target):
-        """The model serving `source` -> `target`, and the source it serves (for `auto`)."""
+    @property
+    def sources(self):
+        """The served source languages, sorted (none for a model of any pair)."""
+        return sorted({model.spec.source for model in self.models} - {None})
+
+    def find(self, source, target, texts=()):
+        """`(model, source, confidence)`: the model serving `source` -> `target` and the
+        source it serves. For `source="auto"` that source is detected in `texts` among the
+        sources with a model into `target` (`confidence` 0 to 100); otherwise, and when
+        detection is off, `confidence` is `None`."""
         if len(self.models) == 1 and self.models[0].spec.source is None:
-            return self.models[0], source
+            return self.models[0], source, None
         candidates = [
             model
             for model in self.models
             if model.spec.target == target and source in ("auto", model.spec.source)
         ]
+        if source == "auto" and candidates and self.detector is not None:
+            code, confidence = self.detect(texts, [model.spec.source for model in candidates])[0]
+            return next(m for m in candidates if m.spec.source == code), code, confidence
         if len(candidates) == 1:
-            return candidates[0], candidates[0].spec.source
+            return candidates[0], candidates[0].spec.source, None
         pairs = ", ".join(model.spec.name for model in self.models)
         if len(candidates) > 1:
             raise ApiError(
-                400, f"source 'auto' is ambiguous for target {target!r}: name one of {pairs}"
+                400,
+                f"source 'auto' is ambiguous for target {target!r} (language detection is "
+                f"off: {self.no_detection}): name one of {pairs}",
             )
         raise ApiError(400, f"{source}:{target} is not supported (this server translates {pairs})")
+
+    def detect(self, texts, among=None):
+        """The detector's `(code, confidence)` candidates for `texts` (a list of str, read
+        as one text); a blank text ranks them all at 0, in order."""
+        text = "\n".join(texts)
+        if not text.strip():
+            return [(code, 0.0) for code in (among or self.detector.languages)]
+        return self.detector.detect(text, among=among)
 
     def close(self, timeout=None):
         """Answers what is queued, then stops the batchers."""
@@ -179,6 +211,7 @@ def create_app(state):
     routes = [
         Route("/", _page(), methods=["GET"]),
         Route("/translate", _translate(state), methods=["POST"]),
+        Route("/detect", _detect(state), methods=["POST"]),
         Route("/languages", _languages(state), methods=["GET", "POST"]),
         Route("/frontend/settings", _frontend_settings(state), methods=["GET"]),
         Route("/health", _ready(state), methods=["GET"]),
@@ -244,34 +277,56 @@ async def _read_fields(request, body_limit):
         raise ApiError(400, f"Invalid request: the body is not valid JSON ({message})") from None
 
 
+async def _admitted(state, request, parse):
+    """The body of a `/translate` or `/detect` request read by `parse` (`parse_translate`,
+    `parse_detect`); raises the `ApiError` of a body that its key, its client's rate or its
+    characters do not admit."""
+    settings = state.settings
+    fields = await _read_fields(request, settings.body_limit)
+    parsed = parse(fields, settings.batch_limit)
+    client = request.client.host if request.client else "?"
+    limit = settings.req_limit
+    if settings.api_keys is not None:
+        if not parsed.api_key:
+            raise ApiError(403, "Please contact the server operator to get an API key")
+        if not settings.api_keys.known(parsed.api_key):
+            raise ApiError(403, "Invalid API key")
+        limit = settings.api_keys.limit(parsed.api_key, settings.req_limit)
+        client = "key:" + parsed.api_key
+    if not state.limiter.allow(client, limit):
+        raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
+    if settings.char_limit and parsed.characters > settings.char_limit:
+        raise ApiError(
+            413,
+            f"Invalid request: request ({parsed.characters}) exceeds text limit "
+            f"({settings.char_limit} characters)",
+        )
+    return parsed
+
+
+def _detect(state):
+    async def detect(request):
+        parsed = await _admitted(state, request, parse_detect)
+        if state.detector is None:
+            raise ApiError(400, f"Language detection is not available: {state.no_detection}")
+        candidates = state.detect(parsed.texts)
+        return JSONResponse(
+            [{"language": code, "confidence": confidence} for code, confidence in candidates]
+        )
+
+    return detect
+
+
 def _translate(state):
     settings = state.settings
 
     async def translate(request):
-        fields = await _read_fields(request, settings.body_limit)
-        parsed = parse_translate(fields, settings.batch_limit)
-        client = request.client.host if request.client else "?"
-        limit = settings.req_limit
-        if settings.api_keys is not None:
-            if not parsed.api_key:
-                raise ApiError(403, "Please contact the server operator to get an API key")
-            if not settings.api_keys.known(parsed.api_key):
-                raise ApiError(403, "Invalid API key")
-            limit = settings.api_keys.limit(parsed.api_key, settings.req_limit)
-            client = "key:" + parsed.api_key
-        if not state.limiter.allow(client, limit):
-            raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
-        if settings.char_limit and parsed.characters > settings.char_limit:
-            raise ApiError(
-                413,
-                f"Invalid request: request ({parsed.characters}) exceeds text limit "
-                f"({settings.char_limit} characters)",
-            )
+        parsed = await _admitted(state, request, parse_translate)
         if state.status != "ready":
             raise ApiError(
                 503, f"The server is {state.status}: try again later", {"Retry-After": "5"}
             )
-        model, source = state.find(parsed.source, parsed.target)
+        model, source, confidence = state.find(parsed.source, parsed.target, parsed.texts)
         try:
             model.check_options(parsed.options)
         except ValueError as error:
@@ -304,7 +359,7 @@ def _translate(state):
         state.metrics.sentences.labels(name).inc(len(plan.sentences))
         state.metrics.characters.labels(name).inc(parsed.characters)
         translations = plan.assemble(results, parsed.alternatives + 1)
-        return JSONResponse(_answer(parsed, translations, source))
+        return JSONResponse(_answer(parsed, translations, source, confidence))
 
     return translate
 
@@ -348,7 +403,7 @@ async def _submit(state, name, sentences, prefixes, options, deadline):
         raise ApiError(500, f"Translation failed: {type(error).__name__}") from None
 
 
-def _answer(parsed, translations, source):
+def _answer(parsed, translations, source, confidence=None):
     """LibreTranslate's response body of one request's results: one whole-text translation
     (a list of hypotheses, best first) per text."""
     texts, alternatives, scores, alternative_scores, truncated = [], [], [], [], []
@@ -373,7 +428,7 @@ def _answer(parsed, translations, source):
     if any(truncated):
         body["truncated"] = shaped(truncated)
     if parsed.source == "auto":
-        body["detectedLanguage"] = {"language": source, "confidence": 0}
+        body["detectedLanguage"] = {"language": source, "confidence": confidence or 0}
     return body
 
 
@@ -411,11 +466,25 @@ def _frontend_settings(state):
                 "filesTranslation": False,
                 "supportedFilesFormat": [],
                 "anyPair": len(state.models) == 1 and state.models[0].spec.source is None,
+                # This package's: `source: "auto"` detects (the page then offers it).
+                "languageDetection": state.detector is not None,
                 "alternatives": min(_beam_sizes(state)) - 1,
             }
         )
 
     return frontend_settings
+
+
+def _detector(sources):
+    """`(LanguageDetector or None, why it is None)` of the served source languages."""
+    if not sources:
+        return None, "the model translates any pair, so its languages are unknown"
+    try:
+        return LanguageDetector(sources), None
+    except ImportError as error:  # The `detect` extra is missing.
+        return None, f"{error} (install keras-transformer-nmt[detect])"
+    except ValueError as error:  # A served code the library does not know.
+        return None, " ".join(str(error).split())
 
 
 def _beam_sizes(state):

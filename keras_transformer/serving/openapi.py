@@ -80,6 +80,21 @@ def openapi_document(settings):
             },
         },
     }
+    candidate = {
+        "type": "object",
+        "properties": {"language": {"type": "string"}, "confidence": {"type": "number"}},
+    }
+    detect_request = {
+        "type": "object",
+        "required": ["q"],
+        "properties": {
+            "q": {
+                **texts,
+                "description": "Text to detect the language of (a list is read as one text)",
+            },
+            "api_key": request["properties"]["api_key"],
+        },
+    }
     response = {
         "type": "object",
         "required": ["translatedText"],
@@ -96,14 +111,16 @@ def openapi_document(settings):
                 "longest source and was cut",
             },
             "detectedLanguage": {
-                "type": "object",
-                "properties": {"language": {"type": "string"}, "confidence": {"type": "number"}},
+                **candidate,
+                "description": "With source 'auto': the source detected (among those with "
+                "a model into the target) and its confidence (0 to 100)",
             },
         },
     }
     body = {"application/json": {"schema": request}}
     body["application/x-www-form-urlencoded"] = {"schema": request}
     body["multipart/form-data"] = {"schema": request}
+    detect_body = {kind: {"schema": detect_request} for kind in body}
     language = {
         "type": "object",
         "properties": {
@@ -138,6 +155,17 @@ def openapi_document(settings):
                     "summary": "Translate text",
                     "requestBody": {"required": True, "content": body},
                     "responses": {"200": _json(response), **errors},
+                }
+            },
+            "/detect": {
+                "post": {
+                    "summary": "Detect the language of a text among the served sources "
+                    "(most likely first; 400 for a model of any pair)",
+                    "requestBody": {"required": True, "content": detect_body},
+                    "responses": {
+                        "200": _json({"type": "array", "items": candidate}),
+                        **errors,
+                    },
                 }
             },
             "/languages": {

@@ -1,4 +1,5 @@
-"""A `POST /translate` body, as LibreTranslate accepts it, read into a `TranslateRequest`.
+"""A `POST /translate` body, as LibreTranslate accepts it, read into a `TranslateRequest`
+(and a `POST /detect` body into a `DetectRequest`).
 
 LibreTranslate's fields: `q` (a string, or a list of strings), `source`, `target`, `format`
 (`"text"`; `"html"` is refused), `alternatives` (how many other translations to return),
@@ -126,16 +127,24 @@ def _texts(value, name):
     )
 
 
-def parse_translate(fields, batch_limit=None):
-    """The `TranslateRequest` of a body's fields (a dict; a form's repeated `q` as a list).
+def _api_key(fields):
+    api_key = fields.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        raise ApiError(
+            400, f"Invalid request: api_key must be a string. Received: {_short(api_key)}"
+        )
+    return api_key
 
-    Raises:
-        ApiError: 400 naming the field and the value received.
-    """
+
+def _check_object(fields):
     if not isinstance(fields, dict):
         raise ApiError(
             400, f"Invalid request: the body must be a JSON object. Received: {_short(fields)}"
         )
+
+
+def _q(fields, batch_limit):
+    """`(texts, single)` of `q`, checked."""
     if fields.get("q") is None:
         raise ApiError(400, "Invalid request: missing q parameter")
     texts, single = _texts(fields["q"], "q")
@@ -145,6 +154,50 @@ def parse_translate(fields, batch_limit=None):
         raise ApiError(
             400, f"Invalid request: request ({len(texts)}) exceeds text limit ({batch_limit})"
         )
+    return texts, single
+
+
+@dataclasses.dataclass
+class DetectRequest:
+    """A checked `/detect` request: `q` (a string, or a list of strings detected as one text)
+    and `api_key`.
+
+    Attributes:
+        texts: list of str. The texts (`q`, one for a single string).
+        api_key: str or `None`.
+    """
+
+    texts: list
+    api_key: str = None
+
+    @property
+    def characters(self):
+        return sum(len(text) for text in self.texts)
+
+
+def parse_detect(fields, batch_limit=None):
+    """The `DetectRequest` of a body's fields (LibreTranslate's `q` and `api_key`).
+
+    Raises:
+        ApiError: 400 naming the field and the value received (a blank `q` included).
+    """
+    _check_object(fields)
+    texts, _ = _q(fields, batch_limit)
+    if not any(text.strip() for text in texts):
+        raise ApiError(
+            400, f"Invalid request: q must hold a text that is not blank. Received: {_short(texts)}"
+        )
+    return DetectRequest(texts=texts, api_key=_api_key(fields))
+
+
+def parse_translate(fields, batch_limit=None):
+    """The `TranslateRequest` of a body's fields (a dict; a form's repeated `q` as a list).
+
+    Raises:
+        ApiError: 400 naming the field and the value received.
+    """
+    _check_object(fields)
+    texts, single = _q(fields, batch_limit)
     source = _string(fields, "source")
     target = _string(fields, "target")
     text_format = _string(fields, "format", required=False)
@@ -153,11 +206,7 @@ def parse_translate(fields, batch_limit=None):
             400,
             f"Invalid request: format must be 'text' (HTML is not supported). Received: {_short(text_format)}",
         )
-    api_key = fields.get("api_key")
-    if api_key is not None and not isinstance(api_key, str):
-        raise ApiError(
-            400, f"Invalid request: api_key must be a string. Received: {_short(api_key)}"
-        )
+    api_key = _api_key(fields)
     alternatives = _number(fields, "alternatives", int, minimum=0) or 0
     prefixes = None
     if fields.get("target_prefix") not in (None, ""):

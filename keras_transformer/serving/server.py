@@ -94,7 +94,7 @@ def serve(models, settings, host="127.0.0.1", port=5000, poll_seconds=5.0, log=N
             f"model {model.spec.name}: {model.directory}{version} "
             f"({type(model.engine).__name__}, {time.perf_counter() - started:.1f} s)"
         )
-    state = ServerState(models, settings)
+    state = ServerState(models, settings, log=log)
     config = uvicorn.Config(
         create_app(state),
         log_level="warning",

@@ -1,6 +1,7 @@
 """The HTTP API of `keras-transformer serve` in process (Starlette's test client) over a fake
 engine: LibreTranslate's request and response shapes, each error with its status code, keys
-and rates, limits, health, metrics, the OpenAPI description and the access log."""
+and rates, limits, language detection (`/detect`, `source: "auto"`), health, metrics, the
+OpenAPI description and the access log."""
 
 import json
 import logging
@@ -111,7 +112,8 @@ def test_alternatives_scores_prefix_truncation_and_auto(client):
         "alternatives": ["HOLA #1\nADIÓS #1", "HOLA #2\nADIÓS #2"],
         "scores": -2.0,
         "alternativeScores": [-4.0, -6.0],
-        "detectedLanguage": {"language": "es", "confidence": 0},
+        # The only source into English: no detection needed.
+        "detectedLanguage": {"language": "es", "confidence": 100.0},
     }
     answer = post(
         client, {"q": ["a", ""], "source": "es", "target": "en", "target_prefix": ["x ", "y "]}
@@ -294,10 +296,103 @@ def test_several_pairs_languages_and_auto():
             {"code": "es", "name": "Spanish", "targets": ["en"]},
         ]
         answer = post(client, {"q": "x", "source": "auto", "target": "es"})
-        assert answer.json()["detectedLanguage"]["language"] == "en"
-        answer = post(client, {"q": "x", "source": "auto", "target": "en"})
-        assert answer.status_code == 400 and "ambiguous" in answer.json()["error"]
-    assert [len(model.engine.calls) for model in state.models] == [0, 1, 0]
+        assert answer.json()["detectedLanguage"] == {"language": "en", "confidence": 100.0}
+        # Two sources into English: detected among them (never English, which has no model
+        # into English), the text goes to that model.
+        spanish = "¿Dónde está la estación de tren más cercana?"
+        answer = post(client, {"q": spanish, "source": "auto", "target": "en"}).json()
+        assert answer["translatedText"] == spanish.upper()
+        assert answer["detectedLanguage"]["language"] == "es"
+        assert answer["detectedLanguage"]["confidence"] > 90
+        german = ["Wo ist der nächste Bahnhof?", "Ich habe meine Schlüssel verloren."]
+        answer = post(client, {"q": german, "source": "auto", "target": "en"}).json()
+        assert answer["detectedLanguage"]["language"] == "de"
+        english = "Where is the nearest train station?"  # Detected among es and de only.
+        answer = post(client, {"q": english, "source": "auto", "target": "en"}).json()
+        chosen = answer["detectedLanguage"]["language"]
+        assert chosen in ("es", "de")
+        answer = post(client, {"q": "x", "source": "auto", "target": "fr"})
+        assert answer.status_code == 400 and "auto:fr is not supported" in answer.json()["error"]
+    # Each model's first batch (the fake engine truncates above 20 characters: the pieces of
+    # the long sentences follow in later batches).
+    assert [model.engine.calls[0] for model in state.models] == [[spanish], ["x"], german]
+    assert ([english] in state.models[0].engine.calls) == (chosen == "es")
+    state.close(5)
+
+
+def test_detect_answers_the_served_sources_best_first():
+    state = make_state(specs=("es:en=a", "en:es=b", "de:en=c"))
+    with TestClient(create_app(state)) as client:
+        answer = client.post("/detect", json={"q": "Mañana vamos a visitar a mis abuelos."})
+        candidates = answer.json()
+        assert answer.status_code == 200 and [c["language"] for c in candidates][0] == "es"
+        assert {c["language"] for c in candidates} == {"de", "en", "es"}
+        confidences = [c["confidence"] for c in candidates]
+        assert confidences == sorted(confidences, reverse=True) and confidences[0] > 90
+        assert abs(sum(confidences) - 100) < 0.5
+        # LibreTranslate's clients send a form; a list of texts is detected as one text.
+        form = client.post("/detect", data={"q": "The meeting has been postponed."})
+        assert form.json()[0]["language"] == "en"
+        lines = client.post("/detect", json={"q": ["Guten Morgen", "Wie geht es dir heute?"]})
+        assert lines.json()[0]["language"] == "de"
+        for body, message in [
+            ({}, "missing q parameter"),
+            ({"q": " \n "}, "q must hold a text that is not blank. Received: [' \\n ']"),
+            ({"q": 5}, "q must be a string or a list of strings. Received: 5"),
+            ({"q": "hola", "api_key": 7}, "api_key must be a string. Received: 7"),
+        ]:
+            answer = client.post("/detect", json=body)
+            assert answer.status_code == 400 and message in answer.json()["error"], answer.json()
+        assert client.get("/detect").status_code == 405
+        settings = client.get("/frontend/settings").json()
+        assert settings["languageDetection"] is True
+    assert all(model.engine.calls == [] for model in state.models)  # No engine detects.
+    state.close(5)
+
+
+def test_detect_follows_the_keys_rates_and_character_limit(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("alpha-key 2\n", encoding="utf-8")
+    state = make_state(api_keys=ApiKeys.from_file(keys), char_limit=20)
+    with TestClient(create_app(state)) as client:
+        body = {"q": "hola, ¿qué tal?"}
+        assert client.post("/detect", json=body).status_code == 403
+        wrong = client.post("/detect", json={**body, "api_key": "no"})
+        assert wrong.json() == {"error": "Invalid API key"}
+        long = client.post("/detect", json={"q": "a" * 21, "api_key": "alpha-key"})
+        assert long.status_code == 413 and "(21) exceeds text limit (20" in long.json()["error"]
+        assert client.post("/detect", json={**body, "api_key": "alpha-key"}).status_code == 200
+        # The key's 2 requests per minute (the 413 was one), shared with /translate.
+        translate = {**body, "source": "es", "target": "en", "api_key": "alpha-key"}
+        assert post(client, translate).status_code == 429
+        assert client.post("/detect", json={**body, "api_key": "alpha-key"}).status_code == 429
+    state.close(5)
+
+
+def test_detection_is_off_for_a_model_of_any_pair_or_an_unknown_source(caplog):
+    state = make_state(specs=("fake",))
+    with TestClient(create_app(state)) as client:
+        answer = client.post("/detect", json={"q": "hola"})
+        assert answer.status_code == 400 and answer.json() == {
+            "error": "Language detection is not available: the model translates any pair, "
+            "so its languages are unknown"
+        }
+        auto = post(client, {"q": "hola", "source": "auto", "target": "en"})
+        assert auto.json() == {
+            "translatedText": "HOLA",
+            "detectedLanguage": {"language": "auto", "confidence": 0},
+        }
+        assert client.get("/frontend/settings").json()["languageDetection"] is False
+    state.close(5)
+    with caplog.at_level(logging.WARNING, logger="keras_transformer.serving"):
+        state = make_state(specs=("es:en=a", "xx:en=b"))
+    assert "language detection is off: Language detection does not know 'xx'" in caplog.text
+    with TestClient(create_app(state)) as client:
+        answer = client.post("/detect", json={"q": "hola"})
+        assert answer.status_code == 400 and "does not know 'xx'" in answer.json()["error"]
+        auto = post(client, {"q": "hola", "source": "auto", "target": "en"})
+        assert auto.status_code == 400 and "ambiguous" in auto.json()["error"]
+        assert "language detection is off" in auto.json()["error"]
     state.close(5)
 
 
@@ -330,6 +425,7 @@ def test_metrics_openapi_page_and_access_log(client, caplog):
     assert client.get("/spec").json() == document
     page = client.get("/")
     assert page.status_code == 200 and 'id="translate"' in page.text and "viewport" in page.text
+    assert 'id="detected"' in page.text and "Detect language" in page.text
 
 
 def test_model_arguments():

@@ -204,17 +204,11 @@ def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
     assert any(" 413 " in line for line in access) and any(" 403 " in line for line in access)
 
 
-@pytest.mark.skipif(
-    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-    reason="Debian's chromium and chromium-driver (.ci/run installs them)",
-)
-def test_web_page_in_a_real_browser(served, tmp_path):
+def chromium(tmp_path):
+    """A headless Debian chromium driven by Selenium (quit it when done)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    server, translator, _, _ = served
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in (
@@ -229,7 +223,19 @@ def test_web_page_in_a_real_browser(served, tmp_path):
         f"--user-data-dir={tmp_path / 'profile'}",
     ):
         options.add_argument(argument)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+def test_web_page_in_a_real_browser(served, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    server, translator, _, _ = served
+    browser = chromium(tmp_path)
     try:
         browser.set_window_size(1000, 640)
         browser.get(server.url + "/")
