@@ -38,6 +38,9 @@ LAYERS = [
     ["text"],
     ["datasets"],
     ["data"],
+    # Whole texts around the translation contract (segmentation, HTML, files, detection):
+    # framework-free, handed the translate call.
+    ["documents"],
     # The translate loop every engine shares, then the Keras engine.
     ["translation"],
     ["translator"],

@@ -1,0 +1,1 @@
+"""Whole texts around the translation contract."""
