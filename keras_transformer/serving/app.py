@@ -4,6 +4,8 @@ health, metrics and OpenAPI endpoints and the web page.
 | route | what |
 | --- | --- |
 | `POST /translate` | LibreTranslate's translate (JSON or form body), with this package's extras |
+| `POST /translate_file` | LibreTranslate's file translation (`file_translation`): a download URL |
+| `GET /download_file/{token}/{name}` | the translated file |
 | `GET/POST /languages` | the served languages, LibreTranslate's shape |
 | `GET /frontend/settings` | LibreTranslate's settings of its page (character limit, keys) |
 | `GET /health`, `/health/ready` | 200 once every model is warm, 503 while warming or draining |
@@ -29,8 +31,15 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from keras_transformer.documents.files import available_formats
 from keras_transformer.serving.batching import Batcher, Job, QueueClosed, QueueFull
-from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
+from keras_transformer.serving.downloads import FileStore
+from keras_transformer.serving.file_translation import (
+    FORM_OVERHEAD,
+    download_file_route,
+    translate_file_route,
+)
+from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter, admit
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
 from keras_transformer.serving.requests import ApiError, parse_translate, split_lines
@@ -60,6 +69,8 @@ LANGUAGE_NAMES = {
 ROUTES = (
     "/",
     "/translate",
+    "/translate_file",
+    "/download_file/{token}/{name}",
     "/languages",
     "/frontend/settings",
     "/health",
@@ -90,6 +101,9 @@ class Settings:
             (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
         engine_calls: int. Engine calls run at once per model; `0`: the model's
             (`models.ServedModel.concurrent_calls`).
+        file_limit: int. Most bytes of a file sent to `/translate_file` (413 beyond); `0`:
+            file translation off (403).
+        file_ttl: float. Seconds a translated file waits for its download.
     """
 
     char_limit: int = 5000
@@ -103,6 +117,8 @@ class Settings:
     batch_wait: float = 0.0
     cors_origins: tuple = ()
     engine_calls: int = 0
+    file_limit: int = 10 << 20
+    file_ttl: float = 1800.0
 
 
 class ServerState:
@@ -119,6 +135,7 @@ class ServerState:
         self.settings = settings
         self.metrics = Metrics()
         self.limiter = RateLimiter()
+        self.files = FileStore(settings.file_ttl)
         self.status = "warming"
         self.metrics.ready.set(0)
         self.batchers = {}
@@ -158,9 +175,10 @@ class ServerState:
         raise ApiError(400, f"{source}:{target} is not supported (this server translates {pairs})")
 
     def close(self, timeout=None):
-        """Answers what is queued, then stops the batchers."""
+        """Answers what is queued, then stops the batchers and removes the translated files."""
         for batcher in self.batchers.values():
             batcher.close(timeout)
+        self.files.close()
 
 
 def create_app(state):
@@ -169,6 +187,8 @@ def create_app(state):
     routes = [
         Route("/", _page(), methods=["GET"]),
         Route("/translate", _translate(state), methods=["POST"]),
+        Route("/translate_file", translate_file_route(state), methods=["POST"]),
+        Route("/download_file/{token}/{name}", download_file_route(state), methods=["GET"]),
         Route("/languages", _languages(state), methods=["GET", "POST"]),
         Route("/frontend/settings", _frontend_settings(state), methods=["GET"]),
         Route("/health", _ready(state), methods=["GET"]),
@@ -190,7 +210,10 @@ def create_app(state):
             allow_headers=["Content-Type"],
             max_age=3600,
         )
-    return AccessLog(BodyLimit(app, state.settings.body_limit), state.metrics)
+    settings = state.settings
+    file_body = settings.file_limit + FORM_OVERHEAD  # The file and the form's other fields.
+    app = BodyLimit(app, settings.body_limit, {"/translate_file": file_body})
+    return AccessLog(app, state.metrics)
 
 
 def error_response(status, message, headers=None):
@@ -241,16 +264,7 @@ def _translate(state):
         fields = await _read_fields(request, settings.body_limit)
         parsed = parse_translate(fields, settings.batch_limit)
         client = request.client.host if request.client else "?"
-        limit = settings.req_limit
-        if settings.api_keys is not None:
-            if not parsed.api_key:
-                raise ApiError(403, "Please contact the server operator to get an API key")
-            if not settings.api_keys.known(parsed.api_key):
-                raise ApiError(403, "Invalid API key")
-            limit = settings.api_keys.limit(parsed.api_key, settings.req_limit)
-            client = "key:" + parsed.api_key
-        if not state.limiter.allow(client, limit):
-            raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
+        admit(settings, state.limiter, client, parsed.api_key)
         if settings.char_limit and parsed.characters > settings.char_limit:
             raise ApiError(
                 413,
@@ -370,8 +384,9 @@ def _frontend_settings(state):
                 "charLimit": settings.char_limit or -1,
                 "keyRequired": settings.api_keys is not None,
                 "suggestions": False,
-                "filesTranslation": False,
-                "supportedFilesFormat": [],
+                "filesTranslation": bool(settings.file_limit),
+                "supportedFilesFormat": available_formats() if settings.file_limit else [],
+                "fileLimit": settings.file_limit,
                 "anyPair": len(state.models) == 1 and state.models[0].spec.source is None,
                 "alternatives": min(_beam_sizes(state)) - 1,
             }
@@ -458,7 +473,10 @@ class AccessLog:
         finally:
             seconds = time.perf_counter() - start
             path = scope.get("path", "")
-            route = path if path in ROUTES else "other"
+            if path.startswith("/download_file/"):
+                path = route = "/download_file/{token}/{name}"  # A token is a key: not logged.
+            else:
+                route = path if path in ROUTES else "other"
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
             client = scope.get("client") or ("-", 0)
