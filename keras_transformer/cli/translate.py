@@ -1,11 +1,13 @@
-"""`keras-transformer translate`: sentences from the command line or standard input, through
-any engine (`keras_transformer.engines`). See `keras_transformer.cli` for the output formats.
+"""`keras-transformer translate`: sentences from the command line or standard input, or a
+whole file (`--input`/`--output`: `keras_transformer.documents.files`), through any engine
+(`keras_transformer.engines`). See `keras_transformer.cli` for the output formats.
 """
 
 import argparse
 import os
 import sys
 
+from keras_transformer import files
 from keras_transformer.cli.common import (
     add_common_arguments,
     cli_spelling,
@@ -14,6 +16,7 @@ from keras_transformer.cli.common import (
     print_error,
     print_note,
 )
+from keras_transformer.documents import files as documents
 
 # The engines of `keras_transformer.engines.ENGINES` (that module loads a framework).
 ENGINES = ("keras", "saved_model", "ctranslate2")
@@ -44,7 +47,8 @@ def add_translate_parser(subparsers):
         help="translate sentences with an exported SavedModel or a saved Translator",
         description=(
             "Translates the SENTENCEs, or the lines of standard input (one sentence per line) "
-            "when none is given or SENTENCE is '-'. Prints one translation per line."
+            "when none is given or SENTENCE is '-'. Prints one translation per line. With "
+            "--input FILE --output FILE, translates a whole file instead."
         ),
     )
     parser.add_argument(
@@ -61,7 +65,11 @@ def add_translate_parser(subparsers):
         default=32,
         help="lines of standard input translated together (default: 32)",
     )
-    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines (6 decimals, as --n-best)")
+    parser.add_argument(
+        "--scores",
+        action="store_true",
+        help="print 'score<TAB>translation' lines (6 decimals, as --n-best)",
+    )
     parser.add_argument(
         "--n-best",
         type=positive_int,
@@ -131,6 +139,21 @@ def add_translate_parser(subparsers):
         "each target word piece linked to the source piece with the highest cross-attention "
         "of the last decoder layer, averaged over its heads) to each translation line",
     )
+    parser.add_argument(
+        "--input",
+        metavar="FILE",
+        default=None,
+        help="translate this file whole, its format chosen by its extension: "
+        + ", ".join(documents.FORMATS)
+        + " (.html/.htm and .docx with their optional dependencies); needs --output",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="where --input's translation is written, in the same format ('-': standard "
+        "output); written only once the whole file is translated",
+    )
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_translate)
@@ -138,6 +161,8 @@ def add_translate_parser(subparsers):
 
 def run_translate(args):
     """Handler of `translate`: returns the exit status."""
+    if (args.input is not None or args.output is not None) and not _check_file_arguments(args):
+        return 2
     # Loads the framework of the engine (seconds): only once the command runs.
     from keras_transformer.engines import check_options, load_translator
 
@@ -181,6 +206,8 @@ def run_translate(args):
             return 2
     length = translator.max_source_length
     limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
+    if args.input is not None:
+        return _translate_input_file(args, translator, options, limit)
     if from_arguments:
         # argv was decoded with the file system encoding (surrogateescape): recover the bytes.
         batches = [[os.fsencode(sentence) for sentence in args.sentences]]
@@ -260,6 +287,109 @@ def _trace_without_xla(translator):
 
     if isinstance(translator, Translator) and keras.backend.backend() == "tensorflow":
         translator.jit_compile = False
+
+
+def _check_file_arguments(args):
+    """Whether `--input`/`--output` are given together and without the options of sentence
+    output (an error printed for the first that is not)."""
+    if args.input is None:
+        print_error("--output needs --input FILE (a file to translate)")
+        return False
+    refused = [
+        flag
+        for flag, given in (
+            ("SENTENCE arguments", bool(args.sentences)),
+            ("--n-best", args.n_best is not None),
+            ("--scores", args.scores),
+            ("--alignments", args.alignments),
+            ("--target-prefix", args.target_prefix is not None),
+        )
+        if given
+    ]
+    if refused:
+        print_error(f"--input translates a whole file: it cannot be used with {', '.join(refused)}")
+        return False
+    if args.output is None:
+        print_error("--input needs --output FILE (or '-' for standard output)")
+        return False
+    extension = documents.extension_of(args.input)
+    if extension not in documents.available_formats():
+        print_error(
+            f"--input {args.input}: cannot translate {extension or 'files without an extension'}"
+            f" (the extensions are {', '.join(documents.available_formats())})"
+        )
+        return False
+    output_format = documents.FORMATS.get(documents.extension_of(args.output))
+    if args.output != "-" and output_format != documents.FORMATS[extension]:
+        print_error(
+            f"--output {args.output} must name a file of --input's format ({extension}): the "
+            "translation keeps the input's format"
+        )
+        return False
+    if args.output != "-" and os.path.abspath(args.output) == os.path.abspath(args.input):
+        print_error(f"--output {args.output} is --input: write the translation elsewhere")
+        return False
+    return True
+
+
+def _translate_input_file(args, translator, options, limit):
+    """`--input`/`--output`: the file's texts translated line by line (blank lines kept), in
+    batches of `--batch-size` lines; the output written atomically once all is translated."""
+    try:
+        with open(args.input, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        print_error(f"cannot read --input {args.input}: {error.strerror or error}")
+        return 2
+    truncated = 0
+
+    def translate(texts):
+        nonlocal truncated
+        lines = [[line.rstrip("\r") for line in text.split("\n")] for text in texts]
+        sentences = [line for text in lines for line in text if line.strip()]
+        results = []
+        for start in range(0, len(sentences), args.batch_size):
+            batch = sentences[start : start + args.batch_size]
+            found = translator.translate(batch, beam_size=args.beam_size, **options)
+            results += [result[0] if isinstance(result, list) else result for result in found]
+        truncated += sum(bool(result.truncated) for result in results)
+        results = iter(results)
+        return [
+            _Text("\n".join(next(results).text if line.strip() else line for line in text))
+            for text in lines
+        ]
+
+    try:
+        output, _ = documents.translate_file(data, args.input, translate)
+    except ValueError as error:
+        print_error(f"--input {args.input}: {' '.join(str(error).split())}")
+        return 2
+    except Exception as error:
+        print_error(f"--input {args.input} failed: {type(error).__name__}: {error}")
+        return 1
+    if truncated:
+        print_note(
+            f"{truncated} line(s) of {args.input} longer than the model's maximum source "
+            f"length{limit}: only their beginning was translated"
+        )
+    if args.output == "-":
+        sys.stdout.buffer.write(output)
+        sys.stdout.buffer.flush()
+    else:
+        try:
+            files.write_bytes(args.output, output)
+        except OSError as error:
+            print_error(f"cannot write --output {args.output}: {error.strerror or error}")
+            return 2
+    return 0
+
+
+class _Text:
+    """A text's translation, as `documents.files` reads it (`text`; no alignments)."""
+
+    def __init__(self, text):
+        self.text = text
+        self.word_alignments = None
 
 
 def _stdin_batches(batch_size):

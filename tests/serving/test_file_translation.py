@@ -215,3 +215,23 @@ def test_stored_names_are_safe():
     assert len(safe_name("x" * 500 + ".txt")) == 120 and safe_name("x" * 500 + ".txt").endswith(
         ".txt"
     )
+
+
+def test_serve_options_set_the_file_limits(monkeypatch):
+    import keras_transformer.serving
+    from keras_transformer import cli
+
+    seen = {}
+
+    def fake_serve(models, settings, host, port, poll_seconds):
+        seen["settings"] = settings
+        return 0
+
+    monkeypatch.setattr(keras_transformer.serving, "serve", fake_serve)
+    # Its log handler would stop the access log's records reaching pytest's (caplog).
+    monkeypatch.setattr("keras_transformer.cli.serve._log_to_stderr", lambda: None)
+    argv = ["serve", "--model", "es:en=somewhere", "--file-limit", "5000", "--file-ttl", "90"]
+    assert cli.main(argv) == 0
+    assert (seen["settings"].file_limit, seen["settings"].file_ttl) == (5000, 90.0)
+    assert cli.main(["serve", "--model", "x"]) == 0
+    assert (seen["settings"].file_limit, seen["settings"].file_ttl) == (10 << 20, 1800.0)
