@@ -65,11 +65,7 @@ def add_translate_parser(subparsers):
         default=32,
         help="lines of standard input translated together (default: 32)",
     )
-    parser.add_argument(
-        "--scores",
-        action="store_true",
-        help="print 'score<TAB>translation' lines (6 decimals, as --n-best)",
-    )
+    parser.add_argument("--scores", action="store_true", help="print 'score<TAB>translation' lines (6 decimals, as --n-best)")
     parser.add_argument(
         "--n-best",
         type=positive_int,

@@ -6,7 +6,8 @@ unguessable token (`secrets.token_urlsafe`, 192 random bits), the file inside by
 translated name made safe. A download names both; only a token that was handed out and the
 exact name stored under it find the file: nothing of the URL is ever joined to a path, so no
 `..`, absolute path or encoded separator can reach another file. Files older than `max_age`
-seconds are removed on the next store or lookup.
+seconds are removed on the next store or lookup, and by a thread that looks every
+`SWEEP_SECONDS` (or `max_age`, when shorter) while files are kept.
 """
 
 import atexit
@@ -20,6 +21,8 @@ import time
 
 # A stored name: word characters (any script), dots, dashes, spaces; at most this long.
 MAX_NAME_LENGTH = 120
+# Most seconds between two looks for expired files while the store holds any.
+SWEEP_SECONDS = 60.0
 
 
 def safe_name(name):
@@ -48,6 +51,7 @@ class FileStore:
         self._directory = None
         self._files = {}  # token -> (name, stored at)
         self._lock = threading.Lock()
+        self._closed = threading.Event()
 
     @property
     def directory(self):
@@ -63,6 +67,8 @@ class FileStore:
             if self._directory is None:
                 self._directory = tempfile.mkdtemp(prefix="keras-transformer-files-")
                 atexit.register(self.close)
+                self._closed.clear()
+                threading.Thread(target=self._sweeper, name="file sweeper", daemon=True).start()
             folder = os.path.join(self._directory, token)
             os.mkdir(folder, 0o700)
             with open(os.path.join(folder, name), "wb") as file:
@@ -90,11 +96,16 @@ class FileStore:
 
     def close(self):
         """Removes the directory and every file in it."""
+        self._closed.set()
         with self._lock:
             if self._directory is not None:
                 shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
             self._files.clear()
+
+    def _sweeper(self):
+        while not self._closed.wait(min(SWEEP_SECONDS, self.max_age)):
+            self.sweep()
 
     def _sweep(self):
         oldest = self._clock() - self.max_age

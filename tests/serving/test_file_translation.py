@@ -235,3 +235,23 @@ def test_serve_options_set_the_file_limits(monkeypatch):
     assert (seen["settings"].file_limit, seen["settings"].file_ttl) == (5000, 90.0)
     assert cli.main(["serve", "--model", "x"]) == 0
     assert (seen["settings"].file_limit, seen["settings"].file_ttl) == (10 << 20, 1800.0)
+
+
+def test_expired_files_go_without_a_request(monkeypatch):
+    import time
+
+    from keras_transformer.serving import downloads
+
+    monkeypatch.setattr(downloads, "SWEEP_SECONDS", 0.02)
+    now = [0.0]
+    store = FileStore(max_age=60, clock=lambda: now[0])
+    token, name = store.put(b"data", "a.txt")
+    folder = os.path.dirname(store.path(token, name))
+    time.sleep(0.1)
+    assert os.path.exists(folder)  # Looked at, not yet expired.
+    now[0] = 60.0
+    deadline = time.monotonic() + 5
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(folder) and len(store) == 0
+    store.close()
