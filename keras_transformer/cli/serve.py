@@ -27,8 +27,8 @@ def add_serve_parser(subparsers):
         "serve",
         help="serve translations over HTTP (LibreTranslate's API, a web page, metrics)",
         description=(
-            "Serves translations over HTTP with LibreTranslate's API (POST /translate, GET "
-            "/languages), a web page at /, Prometheus metrics at /metrics, health at /health "
+            "Serves translations over HTTP with LibreTranslate's API (POST /translate, POST "
+            "/translate_file, GET /languages), a web page at /, Prometheus metrics at /metrics, health at /health "
             "and an OpenAPI description at /openapi.json. Concurrent requests are batched; "
             "the compiled shapes are warmed before /health/ready answers 200. SIGTERM drains: "
             "requests already accepted are answered, then the server exits with status 0."
@@ -71,6 +71,20 @@ def add_serve_parser(subparsers):
         type=positive_int,
         default=1 << 20,
         help="most bytes of a request body, checked before it is read (413; default: 1048576)",
+    )
+    parser.add_argument(
+        "--file-limit",
+        type=non_negative_int,
+        default=10 << 20,
+        help="most bytes of a file sent to POST /translate_file (413 beyond; its text also "
+        "counts against --char-limit); 0 turns file translation off (default: 10485760)",
+    )
+    parser.add_argument(
+        "--file-ttl",
+        type=positive_float,
+        default=1800.0,
+        help="seconds a translated file waits for its download before it is removed "
+        "(default: 1800)",
     )
     parser.add_argument(
         "--req-limit",
@@ -180,6 +194,8 @@ def run_serve(args):
         cors_origins=tuple(args.cors_origin),
         engine_calls=args.engine_calls,
         segment=args.segment,
+        file_limit=args.file_limit,
+        file_ttl=args.file_ttl,
     )
     models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
     try:

@@ -1,5 +1,6 @@
-"""`keras-transformer translate`: sentences from the command line or standard input, through
-any engine (`keras_transformer.engines`). See `keras_transformer.cli` for the output formats.
+"""`keras-transformer translate`: sentences from the command line or standard input, or a
+whole file (`--input`/`--output`: `keras_transformer.documents.files`), through any engine
+(`keras_transformer.engines`). See `keras_transformer.cli` for the output formats.
 """
 
 import argparse
@@ -7,7 +8,7 @@ import dataclasses
 import os
 import sys
 
-from keras_transformer import engines
+from keras_transformer import engines, files
 from keras_transformer.cli.common import (
     add_common_arguments,
     cli_spelling,
@@ -16,6 +17,7 @@ from keras_transformer.cli.common import (
     print_error,
     print_note,
 )
+from keras_transformer.documents import files as documents
 from keras_transformer.engines.names import ENGINES
 
 # The Python names of the options, as errors of the engines spell them.
@@ -38,7 +40,8 @@ def add_translate_parser(subparsers):
         help="translate sentences with an exported SavedModel or a saved Translator",
         description=(
             "Translates the SENTENCEs, or the lines of standard input (one sentence per line) "
-            "when none is given or SENTENCE is '-'. Prints one translation per line."
+            "when none is given or SENTENCE is '-'. Prints one translation per line. With "
+            "--input FILE --output FILE, translates a whole file instead."
         ),
     )
     parser.add_argument(
@@ -139,6 +142,21 @@ def add_translate_parser(subparsers):
         help="the source language (ISO 639-1, e.g. es) for the sentence segmenter's rules "
         "(default: its language-independent rules)",
     )
+    parser.add_argument(
+        "--input",
+        metavar="FILE",
+        default=None,
+        help="translate this file whole, its format chosen by its extension: "
+        + ", ".join(documents.FORMATS)
+        + " (.html/.htm and .docx with their optional dependencies); needs --output",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="where --input's translation is written, in the same format ('-': standard "
+        "output); written only once the whole file is translated",
+    )
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_translate)
@@ -146,6 +164,8 @@ def add_translate_parser(subparsers):
 
 def run_translate(args):
     """Handler of `translate`: returns the exit status."""
+    if (args.input is not None or args.output is not None) and not _check_file_arguments(args):
+        return 2
     # Loads the framework of the engine (seconds): only once the command runs.
     from keras_transformer.documents.texts import translate_texts
     from keras_transformer.translation import SearchOptions
@@ -183,6 +203,8 @@ def run_translate(args):
             return 2
     length = translator.max_source_length
     limit = f" ({length} tokens, i.e. {length - 2} word pieces)" if length is not None else ""
+    if args.input is not None:
+        return _translate_input_file(args, translator, search, limit, translate_texts)
     if from_arguments:
         # argv was decoded with the file system encoding (surrogateescape): recover the bytes.
         batches = [[os.fsencode(sentence) for sentence in args.sentences]]
@@ -258,6 +280,103 @@ def run_translate(args):
         )
         return 2
     return status
+
+
+def _check_file_arguments(args):
+    """Whether `--input`/`--output` are given together and without the options of sentence
+    output (an error printed for the first that is not)."""
+    if args.input is None:
+        print_error("--output needs --input FILE (a file to translate)")
+        return False
+    refused = [
+        flag
+        for flag, given in (
+            ("SENTENCE arguments", bool(args.sentences)),
+            ("--n-best", args.n_best is not None),
+            ("--scores", args.scores),
+            ("--alignments", args.alignments),
+            ("--target-prefix", args.target_prefix is not None),
+        )
+        if given
+    ]
+    if refused:
+        print_error(f"--input translates a whole file: it cannot be used with {', '.join(refused)}")
+        return False
+    if args.output is None:
+        print_error("--input needs --output FILE (or '-' for standard output)")
+        return False
+    extension = documents.extension_of(args.input)
+    if extension not in documents.available_formats():
+        print_error(
+            f"--input {args.input}: cannot translate {extension or 'files without an extension'}"
+            f" (the extensions are {', '.join(documents.available_formats())})"
+        )
+        return False
+    output_format = documents.FORMATS.get(documents.extension_of(args.output))
+    if args.output != "-" and output_format != documents.FORMATS[extension]:
+        print_error(
+            f"--output {args.output} must name a file of --input's format ({extension}): the "
+            "translation keeps the input's format"
+        )
+        return False
+    if args.output != "-" and os.path.abspath(args.output) == os.path.abspath(args.input):
+        print_error(f"--output {args.output} is --input: write the translation elsewhere")
+        return False
+    return True
+
+
+def _translate_input_file(args, translator, search, limit, translate_texts):
+    """`--input`/`--output`: the file's texts translated whole (`translate_texts`: sentence
+    by sentence unless `--no-segment`, with word alignments where the engine has them, for
+    the markup of HTML and .docx); the output written atomically once all is translated."""
+    try:
+        with open(args.input, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        print_error(f"cannot read --input {args.input}: {error.strerror or error}")
+        return 2
+    truncated = 0
+    search = dataclasses.replace(
+        search, num_hypotheses=None, alignments=translator.capabilities.alignments
+    )
+
+    def translate(texts):
+        nonlocal truncated
+        results = []
+        for start in range(0, len(texts), args.batch_size):
+            results += translate_texts(
+                translator,
+                texts[start : start + args.batch_size],
+                search,
+                language=args.source_language,
+                segment=args.segment,
+            )
+        truncated += sum(bool(result.truncated) for result in results)
+        return results
+
+    try:
+        output, _ = documents.translate_file(data, args.input, translate)
+    except ValueError as error:
+        print_error(f"--input {args.input}: {' '.join(str(error).split())}")
+        return 2
+    except Exception as error:
+        print_error(f"--input {args.input} failed: {type(error).__name__}: {error}")
+        return 1
+    if truncated:
+        print_note(
+            f"{truncated} text(s) of {args.input} longer than the model's maximum source "
+            f"length{limit}: only their beginning was translated"
+        )
+    if args.output == "-":
+        sys.stdout.buffer.write(output)
+        sys.stdout.buffer.flush()
+    else:
+        try:
+            files.write_bytes(args.output, output)
+        except OSError as error:
+            print_error(f"cannot write --output {args.output}: {error.strerror or error}")
+            return 2
+    return 0
 
 
 def _stdin_batches(batch_size):

@@ -5,7 +5,9 @@ metrics, a graceful drain and a web page.
 
 Rooms: `batching` (requests merged into engine calls), `models` (which model answers which
 pair, versions, warm-up), `requests` (LibreTranslate's fields), `limits` (keys, rates, body
-size), `metrics`, `openapi`, `app` (the Starlette routes) and `server` (uvicorn, signals).
+size), `file_translation` (`/translate_file`, `/download_file`) and `downloads` (the translated
+files kept for download), `metrics`, `openapi`, `app` (the Starlette routes) and `server`
+(uvicorn, signals).
 Needs the `serve` extra (Starlette, uvicorn, prometheus-client, python-multipart). See
 docs/serving.md.
 """

@@ -5,6 +5,8 @@ health, metrics and OpenAPI endpoints and the web page.
 | --- | --- |
 | `POST /translate` | LibreTranslate's translate (JSON or form body), with this package's extras |
 | `POST /detect` | LibreTranslate's detect: the served source languages, most likely first |
+| `POST /translate_file` | LibreTranslate's file translation (`file_translation`): a download URL |
+| `GET /download_file/{token}/{name}` | the translated file |
 | `GET/POST /languages` | the served languages, LibreTranslate's shape |
 | `GET /frontend/settings` | LibreTranslate's settings of its page (character limit, keys) |
 | `GET /health`, `/health/ready` | 200 once every model is warm, 503 while warming or draining |
@@ -31,6 +33,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from keras_transformer.documents.detection import LanguageDetector
+from keras_transformer.documents.files import available_formats
+from keras_transformer.documents.html import translate_html
 from keras_transformer.documents.texts import MAX_RETRIES, plan_texts
 from keras_transformer.serving.batching import (
     DEFAULT_BATCH_SENTENCES,
@@ -39,10 +43,18 @@ from keras_transformer.serving.batching import (
     QueueClosed,
     QueueFull,
 )
-from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter
+from keras_transformer.serving.downloads import FileStore
+from keras_transformer.serving.file_translation import (
+    FORM_OVERHEAD,
+    DocumentTranslate,
+    download_file_route,
+    translate_file_route,
+)
+from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimiter, admit
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
 from keras_transformer.serving.requests import ApiError, parse_detect, parse_translate
+from keras_transformer.translation import Translation
 
 ACCESS_LOG = logging.getLogger("keras_transformer.serving.access")
 # Names of common language codes, for `/languages` (others are named by their code).
@@ -70,6 +82,8 @@ ROUTES = (
     "/",
     "/translate",
     "/detect",
+    "/translate_file",
+    "/download_file/{token}/{name}",
     "/languages",
     "/frontend/settings",
     "/health",
@@ -103,6 +117,9 @@ class Settings:
             (`models.ServedModel.concurrent_calls`).
         segment: bool. Cut each text into sentences before translating (a request's
             `segment` field overrides it); `False`: each line whole, as before 0.4.
+        file_limit: int. Most bytes of a file sent to `/translate_file` (413 beyond); `0`:
+            file translation off (403).
+        file_ttl: float. Seconds a translated file waits for its download.
     """
 
     char_limit: int = 5000
@@ -117,6 +134,8 @@ class Settings:
     cors_origins: tuple = ()
     engine_calls: int = 0
     segment: bool = True
+    file_limit: int = 10 << 20
+    file_ttl: float = 1800.0
 
 
 class ServerState:
@@ -140,6 +159,7 @@ class ServerState:
             )
         self.metrics = Metrics()
         self.limiter = RateLimiter()
+        self.files = FileStore(settings.file_ttl)
         self.status = "warming"
         self.metrics.ready.set(0)
         self.batchers = {}
@@ -200,9 +220,10 @@ class ServerState:
         return self.detector.detect(text, among=among)
 
     def close(self, timeout=None):
-        """Answers what is queued, then stops the batchers."""
+        """Answers what is queued, then stops the batchers and removes the translated files."""
         for batcher in self.batchers.values():
             batcher.close(timeout)
+        self.files.close()
 
 
 def create_app(state):
@@ -212,6 +233,8 @@ def create_app(state):
         Route("/", _page(), methods=["GET"]),
         Route("/translate", _translate(state), methods=["POST"]),
         Route("/detect", _detect(state), methods=["POST"]),
+        Route("/translate_file", translate_file_route(state), methods=["POST"]),
+        Route("/download_file/{token}/{name}", download_file_route(state), methods=["GET"]),
         Route("/languages", _languages(state), methods=["GET", "POST"]),
         Route("/frontend/settings", _frontend_settings(state), methods=["GET"]),
         Route("/health", _ready(state), methods=["GET"]),
@@ -233,7 +256,10 @@ def create_app(state):
             allow_headers=["Content-Type"],
             max_age=3600,
         )
-    return AccessLog(BodyLimit(app, state.settings.body_limit), state.metrics)
+    settings = state.settings
+    file_body = settings.file_limit + FORM_OVERHEAD  # The file and the form's other fields.
+    app = BodyLimit(app, settings.body_limit, {"/translate_file": file_body})
+    return AccessLog(app, state.metrics)
 
 
 def error_response(status, message, headers=None):
@@ -285,16 +311,7 @@ async def _admitted(state, request, parse):
     fields = await _read_fields(request, settings.body_limit)
     parsed = parse(fields, settings.batch_limit)
     client = request.client.host if request.client else "?"
-    limit = settings.req_limit
-    if settings.api_keys is not None:
-        if not parsed.api_key:
-            raise ApiError(403, "Please contact the server operator to get an API key")
-        if not settings.api_keys.known(parsed.api_key):
-            raise ApiError(403, "Invalid API key")
-        limit = settings.api_keys.limit(parsed.api_key, settings.req_limit)
-        client = "key:" + parsed.api_key
-    if not state.limiter.allow(client, limit):
-        raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
+    admit(settings, state.limiter, client, parsed.api_key)  # Key and rate, as files.
     if settings.char_limit and parsed.characters > settings.char_limit:
         raise ApiError(
             413,
@@ -334,6 +351,8 @@ def _translate(state):
         segment = settings.segment if parsed.segment is None else parsed.segment
         engine = model.engine
         language = source if source not in (None, "auto") else None
+        if parsed.text_format == "html":
+            return JSONResponse(await _translate_markup(state, model, parsed, source, confidence))
         plan = await asyncio.to_thread(
             plan_texts,
             parsed.texts,
@@ -362,6 +381,22 @@ def _translate(state):
         return JSONResponse(_answer(parsed, translations, source, confidence))
 
     return translate
+
+
+async def _translate_markup(state, model, parsed, source, confidence):
+    """The answer to a `format: "html"` request: each text's markup kept and its texts
+    translated (`documents.html.translate_html`, inline tags put back through the word
+    alignments), in a worker thread whose translate calls go through the model's batcher."""
+    language = source if source not in (None, "auto") else None
+    deadline = time.monotonic() + state.settings.timeout
+    translate = DocumentTranslate(state, model, deadline, language)
+
+    def markup():
+        return [translate_html(text, translate) for text in parsed.texts]
+
+    texts = await asyncio.to_thread(markup)
+    translations = [[Translation(text, 0.0, None, translate.truncated, None, None)] for text in texts]
+    return _answer(parsed, translations, source, confidence)
 
 
 async def _run_plan(plan, submit, depth=0):
@@ -463,8 +498,9 @@ def _frontend_settings(state):
                 "charLimit": settings.char_limit or -1,
                 "keyRequired": settings.api_keys is not None,
                 "suggestions": False,
-                "filesTranslation": False,
-                "supportedFilesFormat": [],
+                "filesTranslation": bool(settings.file_limit),
+                "supportedFilesFormat": available_formats() if settings.file_limit else [],
+                "fileLimit": settings.file_limit,
                 "anyPair": len(state.models) == 1 and state.models[0].spec.source is None,
                 # This package's: `source: "auto"` detects (the page then offers it).
                 "languageDetection": state.detector is not None,
@@ -567,7 +603,10 @@ class AccessLog:
         finally:
             seconds = time.perf_counter() - start
             path = scope.get("path", "")
-            route = path if path in ROUTES else "other"
+            if path.startswith("/download_file/"):
+                path = route = "/download_file/{token}/{name}"  # A token is a key: not logged.
+            else:
+                route = path if path in ROUTES else "other"
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
             client = scope.get("client") or ("-", 0)

@@ -19,6 +19,8 @@ import json
 import threading
 import time
 
+from keras_transformer.serving.requests import ApiError
+
 # Who is remembered by the rate limiter at most (oldest forgotten first): a flood of new
 # addresses costs bounded memory.
 MAX_TRACKED_CLIENTS = 100_000
@@ -90,6 +92,32 @@ class ApiKeys:
         return default if limit is None else limit
 
 
+def admit(settings, limiter, client, api_key):
+    """Checks a request's API key (when the server has keys: 403 without a known one) and its
+    rate (429 past the key's or the server's requests per minute), for every route that
+    translates.
+
+    Args:
+        settings: `app.Settings`.
+        limiter: `RateLimiter`.
+        client: str. The client's address.
+        api_key: str or `None`. The request's key.
+
+    Raises:
+        ApiError: 403 or 429.
+    """
+    limit = settings.req_limit
+    if settings.api_keys is not None:
+        if not api_key:
+            raise ApiError(403, "Please contact the server operator to get an API key")
+        if not settings.api_keys.known(api_key):
+            raise ApiError(403, "Invalid API key")
+        limit = settings.api_keys.limit(api_key, settings.req_limit)
+        client = "key:" + api_key
+    if not limiter.allow(client, limit):
+        raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
+
+
 class RateLimiter:
     """Requests per minute per client (a key's digest or an address), in a sliding window.
 
@@ -122,20 +150,29 @@ class RateLimiter:
 class BodyLimit:
     """ASGI middleware: refuses a request body larger than `max_bytes` with 413, from its
     `Content-Length` before anything is read, or once the bytes received pass the bound (a
-    chunked body), so that no oversized body is ever parsed or held whole."""
+    chunked body), so that no oversized body is ever parsed or held whole.
 
-    def __init__(self, app, max_bytes):
+    Args:
+        app: the ASGI application.
+        max_bytes: int. The bound of every path's bodies but those of `path_limits`.
+        path_limits: dict `{path: bound}` or `None`: other bounds for some paths (an
+            uploaded file's).
+    """
+
+    def __init__(self, app, max_bytes, path_limits=None):
         self.app = app
         self.max_bytes = max_bytes
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.path_limits.get(scope.get("path"), self.max_bytes)
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await _too_large(send, self.max_bytes, declared.decode("latin-1")[:20])
+        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+            await _too_large(send, max_bytes, declared.decode("latin-1")[:20])
             return
         received = 0
         started = False
@@ -145,7 +182,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > max_bytes:
                     raise BodyTooLarge()
             return message
 
@@ -158,7 +195,7 @@ class BodyLimit:
             await self.app(scope, counted_receive, tracked_send)
         except BodyTooLarge:
             if not started:
-                await _too_large(send, self.max_bytes, f"more than {self.max_bytes}")
+                await _too_large(send, max_bytes, f"more than {max_bytes}")
 
 
 class BodyTooLarge(Exception):

@@ -142,6 +142,40 @@ def openapi_document(settings):
         "503": _ERROR,
     }
     languages = {"200": _json({"type": "array", "items": language})}
+    file_form = {
+        "type": "object",
+        "required": ["file", "source", "target"],
+        "properties": {
+            "file": {
+                "type": "string",
+                "format": "binary",
+                "description": "The file (its extension chooses the format: "
+                "/frontend/settings lists them); at most "
+                f"{settings.file_limit} bytes and {settings.char_limit or 'any number of'} "
+                "characters of text",
+            },
+            "source": {"type": "string", "description": "Source language code, or 'auto'"},
+            "target": {"type": "string", "description": "Target language code"},
+            "api_key": {"type": "string", "description": "Needed when the server has keys"},
+        },
+    }
+    file_answer = {
+        "type": "object",
+        "required": ["translatedFileUrl"],
+        "properties": {
+            "translatedFileUrl": {
+                "type": "string",
+                "description": "Where to download the translated file "
+                f"(for {settings.file_ttl:g} seconds)",
+            },
+            "truncated": {
+                "type": "boolean",
+                "description": "Present when a line was longer than the model's longest "
+                "source and was cut",
+            },
+        },
+    }
+    path_parameter = {"in": "path", "required": True, "schema": {"type": "string"}}
     return {
         "openapi": "3.0.3",
         "info": {
@@ -165,6 +199,36 @@ def openapi_document(settings):
                     "responses": {
                         "200": _json({"type": "array", "items": candidate}),
                         **errors,
+                    },
+                }
+            },
+            "/translate_file": {
+                "post": {
+                    "summary": "Translate a file",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"multipart/form-data": {"schema": file_form}},
+                    },
+                    "responses": {"200": _json(file_answer), **errors},
+                }
+            },
+            "/download_file/{token}/{name}": {
+                "get": {
+                    "summary": "Download a translated file",
+                    "parameters": [
+                        {"name": "token", **path_parameter},
+                        {"name": "name", **path_parameter},
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The file, as an attachment",
+                            "content": {
+                                "application/octet-stream": {
+                                    "schema": {"type": "string", "format": "binary"}
+                                }
+                            },
+                        },
+                        "404": _ERROR,
                     },
                 }
             },

@@ -2,7 +2,8 @@
 (and a `POST /detect` body into a `DetectRequest`).
 
 LibreTranslate's fields: `q` (a string, or a list of strings), `source`, `target`, `format`
-(`"text"`; `"html"` is refused), `alternatives` (how many other translations to return),
+(`"text"`, or `"html"`: markup kept, text translated, `keras_transformer.documents.html`;
+not with `alternatives` or `target_prefix`), `alternatives` (how many other translations to return),
 `api_key`. This package's extra fields: `target_prefix` (a string per text: each translation
 starts with it), `beam_size`, `sampling_topk`, `sampling_topp`, `sampling_temperature`,
 `seed`, `scores` (return each translation's score) and `segment` (`false`: translate each
@@ -45,6 +46,7 @@ class TranslateRequest:
         options: `SearchOptions`.
         scores: bool. Return the scores.
         segment: bool or `None`. Cut texts into sentences (`None`: the server's setting).
+        text_format: str. `"text"` or `"html"` (LibreTranslate's `format`).
     """
 
     texts: list
@@ -57,6 +59,7 @@ class TranslateRequest:
     options: SearchOptions = dataclasses.field(default_factory=SearchOptions)
     scores: bool = False
     segment: bool = None
+    text_format: str = "text"
 
     @property
     def characters(self):
@@ -200,11 +203,11 @@ def parse_translate(fields, batch_limit=None):
     texts, single = _q(fields, batch_limit)
     source = _string(fields, "source")
     target = _string(fields, "target")
-    text_format = _string(fields, "format", required=False)
-    if text_format not in (None, "text"):
+    text_format = _string(fields, "format", required=False) or "text"
+    if text_format not in ("text", "html"):
         raise ApiError(
             400,
-            f"Invalid request: format must be 'text' (HTML is not supported). Received: {_short(text_format)}",
+            f"Invalid request: format must be 'text' or 'html'. Received: {_short(text_format)}",
         )
     api_key = _api_key(fields)
     alternatives = _number(fields, "alternatives", int, minimum=0) or 0
@@ -218,6 +221,14 @@ def parse_translate(fields, batch_limit=None):
                 f"as many strings for a list. Received: {len(prefixes)} prefixes for "
                 f"{len(texts)} texts",
             )
+    if text_format == "html" and (alternatives or prefixes is not None):
+        raise ApiError(
+            400,
+            "Invalid request: format 'html' translates the markup's texts with the best "
+            "translation only: no alternatives or target_prefix. Received: "
+            f"alternatives={alternatives}, target_prefix "
+            + ("given" if prefixes is not None else "none"),
+        )
     sampling = {
         "sampling_topk": _number(fields, "sampling_topk", int, minimum=0),
         "sampling_topp": _number(fields, "sampling_topp", float),
@@ -241,4 +252,5 @@ def parse_translate(fields, batch_limit=None):
         options=options,
         scores=_boolean(fields, "scores"),
         segment=_boolean(fields, "segment") if fields.get("segment") is not None else None,
+        text_format=text_format,
     )

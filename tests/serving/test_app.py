@@ -27,7 +27,7 @@ class FakeEngine(EngineBase):
     beam_size = 4
     alpha = 0.6
     max_source_length = max_source_pieces = None
-    capabilities = Capabilities()
+    capabilities = Capabilities(alignments=False)  # It does not align.
 
     def __init__(self, gate=None):
         self.calls = []
@@ -139,7 +139,12 @@ def test_alternatives_scores_prefix_truncation_and_auto(client):
             "q must be a string or a list of strings. Received: 5",
         ),
         ({"q": [], "source": "es", "target": "en"}, 400, "at least one text"),
-        ({"q": "x", "source": "es", "target": "en", "format": "html"}, 400, "Received: 'html'"),
+        ({"q": "x", "source": "es", "target": "en", "format": "xml"}, 400, "Received: 'xml'"),
+        (
+            {"q": "x", "source": "es", "target": "en", "format": "html", "alternatives": 1},
+            400,
+            "no alternatives or target_prefix. Received: alternatives=1",
+        ),
         (
             {"q": "x", "source": "es", "target": "en", "alternatives": "two"},
             400,
@@ -496,3 +501,19 @@ def test_a_request_of_more_lines_than_the_queue_holds_is_413():
             and "5 sentences, more than the server queues (4)" in answer.json()["error"]
         )
     state.close(5)
+
+
+def test_html_keeps_its_markup_and_translates_its_texts(client):
+    from bs4 import BeautifulSoup
+
+    markup = '<p>Hola <b>mundo</b>. <a href="/x?a=1&amp;b=2">Adiós</a></p><pre>no se toca</pre>'
+    body = {"q": [markup, "<i>uno</i>"], "source": "es", "target": "en", "format": "html"}
+    answer = post(client, body)
+    assert answer.status_code == 200, answer.text
+    first, second = answer.json()["translatedText"]
+    soup = BeautifulSoup(first, "html.parser")
+    assert [tag.name for tag in soup.find_all()] == ["p", "b", "a", "pre"]
+    assert soup.a["href"] == "/x?a=1&b=2" and "&amp;" in first
+    assert soup.p.get_text(" ", strip=True).split() == ["HOLA", "MUNDO.", "ADIÓS"]
+    assert soup.pre.get_text() == "no se toca"  # Never translated.
+    assert second == "<i>UNO</i>"

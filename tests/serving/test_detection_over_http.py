@@ -12,7 +12,7 @@ import pytest
 
 from keras_transformer.serving import create_app
 from tests.serving.test_app import make_state
-from tests.serving.test_server import CHROMEDRIVER, CHROMIUM, chromium
+from tests.serving.test_server import CHROMEDRIVER, CHROMIUM, start_chromium
 
 pytestmark = pytest.mark.one_backend
 
@@ -57,7 +57,7 @@ def test_the_page_detects_the_source_and_says_which(page_url, tmp_path):
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     url, state = page_url
-    browser = chromium(tmp_path)
+    browser = start_chromium(tmp_path)
     try:
         browser.get(url + "/")
         wait = WebDriverWait(browser, 60)

@@ -7,6 +7,8 @@ exits 0. The tests of this module run in order on one server."""
 
 import concurrent.futures
 import http.client
+import importlib.util
+import io
 import json
 import os
 import queue
@@ -204,8 +206,14 @@ def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
     assert any(" 413 " in line for line in access) and any(" 403 " in line for line in access)
 
 
-def chromium(tmp_path):
-    """A headless Debian chromium driven by Selenium (quit it when done)."""
+needs_chromium = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+
+
+def start_chromium(tmp_path):
+    """Debian's chromium, headless, driven by Selenium (quit it when done)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -226,16 +234,13 @@ def chromium(tmp_path):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
-@pytest.mark.skipif(
-    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-    reason="Debian's chromium and chromium-driver (.ci/run installs them)",
-)
+@needs_chromium
 def test_web_page_in_a_real_browser(served, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     server, translator, _, _ = served
-    browser = chromium(tmp_path)
+    browser = start_chromium(tmp_path)
     try:
         browser.set_window_size(1000, 640)
         browser.get(server.url + "/")
@@ -268,6 +273,55 @@ def test_web_page_in_a_real_browser(served, tmp_path):
         browser.find_element(By.ID, "api-key").send_keys("x")
         browser.find_element(By.ID, "translate").click()
         wait.until(lambda b: b.find_element(By.ID, "error").text == "Invalid API key")
+    finally:
+        browser.quit()
+
+
+@needs_chromium
+def test_files_tab_in_a_real_browser(served, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server, translator, _, _ = served
+    sentences = ["cuarenta y dos", "tres"]
+    (tmp_path / "numeros.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    files = [tmp_path / "numeros.txt"]
+    if importlib.util.find_spec("keras_transformer.documents.docx") is not None:
+        import docx
+
+        document = docx.Document()
+        for sentence in sentences:
+            document.add_paragraph(sentence)
+        document.save(tmp_path / "numeros.docx")
+        files.append(tmp_path / "numeros.docx")
+    browser = start_chromium(tmp_path)
+    try:
+        browser.get(server.url + "/")
+        wait = WebDriverWait(browser, 60)
+        tab = browser.find_element(By.ID, "tab-files")
+        wait.until(lambda b: tab.is_displayed())  # Shown once the settings say files work.
+        browser.find_element(By.ID, "api-key").send_keys(KEY)
+        tab.click()
+        assert not browser.find_element(By.ID, "text").is_displayed()
+        assert not browser.find_element(By.ID, "alternatives-label").is_displayed()
+        link = browser.find_element(By.ID, "download")
+        for path in files:
+            browser.find_element(By.ID, "file").send_keys(str(path))
+            browser.find_element(By.ID, "translate").click()
+            name = path.stem + ".en" + path.suffix
+            wait.until(lambda b, name=name: link.text == f"Download {name}")
+            assert link.is_displayed() and browser.find_element(By.ID, "error").text == ""
+            with urllib.request.urlopen(link.get_attribute("href"), timeout=60) as response:
+                assert "attachment" in response.headers["Content-Disposition"]
+                data = response.read()
+            if path.suffix == ".txt":
+                assert data.decode() == "\n".join(translator(sentences)) + "\n"
+            else:
+                translated = docx.Document(io.BytesIO(data))
+                texts = [paragraph.text for paragraph in translated.paragraphs]
+                assert texts == translator(sentences)
+        screenshots = os.environ.get("KT_SCREENSHOT_DIR", str(tmp_path))
+        browser.save_screenshot(os.path.join(screenshots, "serve_page_files.png"))
     finally:
         browser.quit()
 
