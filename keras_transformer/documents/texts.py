@@ -17,8 +17,9 @@ A whole text's `Translation` has the joined `text`, the sum of its pieces' `scor
 """
 
 import dataclasses
+import re
 
-from keras_transformer.documents.segmentation import segment_text, split_long
+from keras_transformer.documents.segmentation import Segmenter, segment_text, split_long
 from keras_transformer.translation import Translation
 
 # How many times a piece the engine truncated is cut in halves again (word windows halve
@@ -26,11 +27,21 @@ from keras_transformer.translation import Translation
 MAX_RETRIES = 8
 
 
-class _WholeLines:
+class _WholeLines(Segmenter):
     """A segmenter that keeps each line whole (segmentation off)."""
 
-    def split(self, text):
-        return [text.strip()] if text.strip() else []
+    def spans(self, text):
+        return [
+            (start, end)
+            for start, end in (
+                (
+                    match.start() + len(match.group()) - len(match.group().lstrip()),
+                    match.start() + len(match.group().rstrip()),
+                )
+                for match in re.finditer(r"[^\n\r]+", text)
+            )
+            if start < end
+        ]
 
 
 @dataclasses.dataclass
@@ -148,7 +159,7 @@ def plan_texts(
             f"{len(prefixes)} prefixes for {len(texts)} texts"
         )
     if not segment:
-        segmenter = _WholeLines()
+        segmenter = _WholeLines(language)
     count = None
     if segment and max_pieces is not None and count_tokens is not None:
         # One engine call counts every sentence; `split_long` counts the few parts it tries.
@@ -243,8 +254,7 @@ def _joined_pieces(results, parts, original):
     hypotheses = []
     for rank in range(ranks):
         chosen = [
-            (part[min(rank, len(part) - 1)] if isinstance(part, list) else part)
-            for part in results
+            (part[min(rank, len(part) - 1)] if isinstance(part, list) else part) for part in results
         ]
         text = " ".join(piece.text.strip() for piece in chosen if piece.text.strip())
         hypotheses.append(_combine(chosen, text, offsets))
