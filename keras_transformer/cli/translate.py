@@ -143,6 +143,15 @@ def add_translate_parser(subparsers):
         "(default: its language-independent rules)",
     )
     parser.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="'html': each input line is HTML (a fragment or a document) whose texts are "
+        "translated and whose markup is kept, inline tags around the words they wrapped "
+        "(LibreTranslate's format; not with --n-best, --scores, --alignments or "
+        "--target-prefix) (default: text)",
+    )
+    parser.add_argument(
         "--input",
         metavar="FILE",
         default=None,
@@ -170,6 +179,23 @@ def run_translate(args):
     from keras_transformer.documents.texts import translate_texts
     from keras_transformer.translation import SearchOptions
 
+    if args.format == "html":
+        refused = [
+            flag
+            for flag, given in (
+                ("--n-best", args.n_best is not None),
+                ("--scores", args.scores),
+                ("--alignments", args.alignments),
+                ("--target-prefix", args.target_prefix is not None),
+            )
+            if given
+        ]
+        if refused:
+            print_error(
+                f"--format html keeps the markup of the best translation: it cannot be used "
+                f"with {', '.join(refused)}"
+            )
+            return 2
     try:
         translator = engines.load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.
@@ -225,7 +251,9 @@ def run_translate(args):
                 return 2
             batch_prefixes = prefixes[offset : offset + len(batch)]
         try:
-            if args.segment:  # Each line a whole text: sentences, long ones cut, joined.
+            if args.format == "html":
+                results = _translate_markup(translator, batch, search, args, translate_texts)
+            elif args.segment:  # Each line a whole text: sentences, long ones cut, joined.
                 results = translate_texts(
                     translator,
                     list(batch),
@@ -280,6 +308,33 @@ def run_translate(args):
         )
         return 2
     return status
+
+
+def _translate_markup(translator, batch, search, args, translate_texts):
+    """Each line of `batch` as HTML (`documents.html.translate_html`): its texts translated
+    whole (with word alignments where the engine has them), its markup kept."""
+    from keras_transformer.documents.html import translate_html
+    from keras_transformer.translation import Translation
+
+    search = dataclasses.replace(
+        search, num_hypotheses=None, alignments=translator.capabilities.alignments
+    )
+    truncated = False
+
+    def translate(texts):
+        nonlocal truncated
+        found = translate_texts(
+            translator, texts, search, language=args.source_language, segment=args.segment
+        )
+        truncated = truncated or any(result.truncated for result in found)
+        return found
+
+    results = []
+    for line in batch:
+        truncated = False
+        text = translate_html(line.decode("utf-8", "replace"), translate)
+        results.append([Translation(text, 0.0, None, truncated, None, None)])
+    return results
 
 
 def _check_file_arguments(args):

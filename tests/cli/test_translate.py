@@ -321,3 +321,22 @@ def test_few_sentences_from_arguments_search_without_xla(
         )
         assert status == 0 and lines == compiled(sources[:count])
         assert loaded[-1].jit_compile is uses_xla
+
+
+def test_format_html_keeps_the_markup(small_keras_translator, capsysbinary):
+    from bs4 import BeautifulSoup
+
+    translator, path = small_keras_translator
+    markup = '<p>dos <b>mil</b> <a href="#x">tres</a></p><code>dos</code>'
+    argv = ["translate", "--model", str(path), "--format", "html", markup]
+    status, lines, errors = run_main(capsysbinary, argv)
+    assert status == 0 and errors == "" and len(lines) == 1
+    soup = BeautifulSoup(lines[0], "html.parser")
+    # Every tag kept (in the translation's word order: inline tags follow their words).
+    assert sorted(tag.name for tag in soup.find_all()) == ["a", "b", "code", "p"]
+    assert soup.a["href"] == "#x" and soup.code.get_text() == "dos"  # Code is never translated.
+    # The paragraph's words are the translation of its text, the tags around some of them.
+    expected = translator.translate("dos mil tres").text
+    assert soup.p.get_text(" ", strip=True).split() == expected.split()
+    status, _, errors = run_main(capsysbinary, [*argv[:-1], "--n-best", "2", markup])
+    assert status == 2 and "cannot be used with --n-best" in errors
