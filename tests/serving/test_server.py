@@ -248,13 +248,17 @@ def test_web_page_in_a_real_browser(served, tmp_path):
         wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "en")
         assert browser.find_element(By.ID, "key-label").is_displayed()  # Keys configured.
         browser.find_element(By.ID, "api-key").send_keys(KEY)
-        text = "dos mil trescientos ochenta y tres\ncuarenta y dos"
+        # A paragraph of three sentences, then a line: each sentence translated, the
+        # paragraph's layout kept (as `documents.texts.translate_texts` does).
+        text = "dos mil trescientos ochenta y tres. Cuarenta y dos. Tres.\ncuarenta y dos"
         browser.find_element(By.ID, "text").send_keys(text)
         Select(browser.find_element(By.ID, "alternatives")).select_by_value("2")
         browser.find_element(By.ID, "translate").click()
         result = browser.find_element(By.ID, "result")
         wait.until(lambda b: "empty" not in result.get_attribute("class"))
-        assert result.text == "\n".join(translator(text.split("\n")))
+        sentences = ["dos mil trescientos ochenta y tres.", "Cuarenta y dos.", "Tres."]
+        expected = " ".join(translator(sentences)) + "\n" + translator("cuarenta y dos")
+        assert result.text == expected
         items = browser.find_elements(By.CSS_SELECTOR, "#alternatives-list li")
         assert len(items) == 2 and all(item.text for item in items)
         assert browser.find_element(By.ID, "error").text == ""
