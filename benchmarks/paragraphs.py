@@ -93,7 +93,7 @@ def main():
 
     from keras_transformer.datasets import sword_bible
     from keras_transformer.documents.segmentation import Segmenter
-    from keras_transformer.documents.texts import translate_texts
+    from keras_transformer.documents.texts import CLAUSE_SHARE, plan_texts, translate_texts
     from keras_transformer.engines import load_translator
 
     test = sword_bible().test[: args.limit]
@@ -150,6 +150,12 @@ def main():
     )
     segmenter = Segmenter(args.language)
     scores = boundary_scores(paragraphs, spans, sources, segmenter)
+    plan = plan_texts(
+        paragraphs,
+        args.language,
+        max_pieces=translator.max_source_pieces,
+        count_tokens=translator.count_tokens,
+    )
     segmented, wall, cpu = timed(
         lambda: translate_texts(translator, paragraphs, language=args.language)
     )
@@ -160,7 +166,7 @@ def main():
         wall,
         cpu,
         sum(result.truncated for result in segmented),
-        scores["sentences"],
+        len(plan.sentences),  # Sentences, and clauses of the long ones: the engine's inputs.
     )
     print(
         f"segmenter ({args.language}): boundary precision {scores['precision']:.3f}, recall "
@@ -175,6 +181,7 @@ def main():
         "seed": args.seed,
         "cpus": os.cpu_count(),
         "segmenter": scores,
+        "clause_share": round(CLAUSE_SHARE, 3),
     }
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     with open(args.results, "a", encoding="utf-8") as file:
