@@ -1,3 +1,3 @@
 """The package version (one place: `keras_transformer.__version__`, the wheel, presets)."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0.dev0"
