@@ -79,6 +79,9 @@ FRAMEWORKS = {
     "uvicorn",
     "prometheus_client",
     "lingua",
+    # The `formats` extra (HTML and Word documents): optional, imported where used.
+    "bs4",
+    "docx",
 }
 
 
