@@ -90,6 +90,11 @@ class Settings:
             (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
         engine_calls: int. Engine calls run at once per model; `0`: the model's
             (`models.ServedModel.concurrent_calls`).
+        header_timeout: float. Seconds for a request's line and headers to arrive whole,
+            from the connection or a next request's first byte (408 and closed beyond).
+        body_timeout: float. Most seconds between two reads of a request body (408 and
+            closed beyond).
+        max_connections: int. Most open connections; a new one past it is answered 503.
     """
 
     char_limit: int = 5000
@@ -103,6 +108,9 @@ class Settings:
     batch_wait: float = 0.0
     cors_origins: tuple = ()
     engine_calls: int = 0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
 
 
 class ServerState:
