@@ -115,6 +115,26 @@ def add_serve_parser(subparsers):
         help="seconds a request may wait for its translation (503 beyond; default: 60)",
     )
     parser.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds for a request's line and headers to arrive whole (408 and closed "
+        "beyond; default: 10)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="most seconds between two reads of a request body (408 and closed beyond; "
+        "default: 30)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=1000,
+        help="most open connections; a new one past it is answered 503 (default: 1000)",
+    )
+    parser.add_argument(
         "--max-batch-sentences",
         type=positive_int,
         default=None,
@@ -196,6 +216,9 @@ def run_serve(args):
         segment=args.segment,
         file_limit=args.file_limit,
         file_ttl=args.file_ttl,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
     )
     models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
     try:

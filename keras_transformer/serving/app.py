@@ -120,6 +120,11 @@ class Settings:
         file_limit: int. Most bytes of a file sent to `/translate_file` (413 beyond); `0`:
             file translation off (403).
         file_ttl: float. Seconds a translated file waits for its download.
+        header_timeout: float. Seconds for a request's line and headers to arrive whole,
+            from the connection or a next request's first byte (408 and closed beyond).
+        body_timeout: float. Most seconds between two reads of a request body (408 and
+            closed beyond).
+        max_connections: int. Most open connections; a new one past it is answered 503.
     """
 
     char_limit: int = 5000
@@ -136,6 +141,9 @@ class Settings:
     segment: bool = True
     file_limit: int = 10 << 20
     file_ttl: float = 1800.0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
 
 
 class ServerState:

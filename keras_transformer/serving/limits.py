@@ -1,5 +1,7 @@
 """What a deployed server bounds: API keys and their request rates, the body size (checked
-before the body is read), and the sliding-window rate limiter behind both.
+before the body is read), the sliding-window rate limiter behind both, and the connections
+(`ConnectionLimits`: a time for a request's head and between the reads of its body, a cap on
+open connections, and a bounded drain of a body refused before it was read).
 
 API keys come from a text file, one key a line, optionally followed by its requests per
 minute; `#` starts a comment:
@@ -16,8 +18,11 @@ b7c2aa54-batch-jobs             0
 import collections
 import hashlib
 import json
+import logging
 import threading
 import time
+
+from starlette.requests import ClientDisconnect
 
 from keras_transformer.serving.requests import ApiError
 
@@ -27,6 +32,20 @@ MAX_TRACKED_CLIENTS = 100_000
 # A key: printable ASCII without spaces, up to this long.
 MAX_KEY_LENGTH = 256
 WINDOW_SECONDS = 60.0
+# A connection closed while its client is still sending a body (a 413 answered from the
+# headers) is drained first, as nginx's lingering close: the answer sent and the sending side
+# shut, up to this many more bytes are read and discarded (never kept) for up to this many
+# seconds, or until the client closes. Closed at once, a socket with unread bytes sends a
+# reset, and a client that sends its whole body before reading (Python's urllib) saw the reset,
+# not the answer.
+DRAIN_BYTES = 8 << 20
+DRAIN_SECONDS = 10.0
+# Past the connection cap, a new connection is answered 503 at once and its request drained
+# for this long (so that the client reads the answer); at most this many such connections at a
+# time, the others are closed without an answer: the descriptors stay bounded under a flood.
+REFUSED_DRAIN_SECONDS = 1.0
+MAX_REFUSED_DRAINING = 128
+LOG = logging.getLogger("keras_transformer.serving")
 
 
 def _digest(key):
@@ -150,7 +169,9 @@ class RateLimiter:
 class BodyLimit:
     """ASGI middleware: refuses a request body larger than `max_bytes` with 413, from its
     `Content-Length` before anything is read, or once the bytes received pass the bound (a
-    chunked body), so that no oversized body is ever parsed or held whole.
+    chunked body), so that no oversized body is ever parsed or held whole. A body that never
+    arrives whole (the client disconnected or timed out) is logged as 408, without the
+    application's traceback.
 
     Args:
         app: the ASGI application.
@@ -175,19 +196,23 @@ class BodyLimit:
             await _too_large(send, max_bytes, declared.decode("latin-1")[:20])
             return
         received = 0
-        started = False
+        started = gone = False
 
         async def counted_receive():
-            nonlocal received
+            nonlocal received, gone
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > max_bytes:
                     raise BodyTooLarge()
+            elif message["type"] == "http.disconnect" and not started:
+                gone = True
             return message
 
         async def tracked_send(message):
             nonlocal started
+            if gone:
+                return  # Nobody reads it (Starlette's 500 for the disconnect among others).
             started = True
             await send(message)
 
@@ -196,6 +221,12 @@ class BodyLimit:
         except BodyTooLarge:
             if not started:
                 await _too_large(send, max_bytes, f"more than {max_bytes}")
+        except ClientDisconnect:
+            if not gone:
+                raise
+            # The body never arrived whole: the client went away, or stopped sending
+            # (`ConnectionLimits.body_timeout`). Logged as 408, not as the application's 500.
+            await _error(send, 408, "The request body did not arrive whole")
 
 
 class BodyTooLarge(Exception):
@@ -203,13 +234,17 @@ class BodyTooLarge(Exception):
 
 
 async def _too_large(send, max_bytes, received):
-    body = json.dumps(
-        {"error": f"Request body too large: at most {max_bytes} bytes. Received: {received} bytes"}
-    ).encode()
+    await _error(
+        send, 413, f"Request body too large: at most {max_bytes} bytes. Received: {received} bytes"
+    )
+
+
+async def _error(send, status, message):
+    body = json.dumps({"error": message}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
@@ -218,3 +253,236 @@ async def _too_large(send, max_bytes, received):
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class ConnectionLimits:
+    """Mixin for uvicorn's HTTP/1.1 protocol (`class P(ConnectionLimits, H11Protocol)`, or
+    `connection_limits(H11Protocol, ...)`): bounds what a client holds without finishing.
+
+    - **Head**: a request's line and headers must arrive whole within `header_timeout` seconds
+      of the connection (or of the first byte of a next request on a kept-alive one); else
+      `408` (nothing when no byte came) and the connection is closed.
+    - **Body**: at most `body_timeout` seconds between two reads of a body the application
+      waits for; else `408` and closed (the application sees the client disconnect).
+    - **Cap**: with `max_connections` open, a new connection is answered `503` (with
+      `Retry-After`) before its request is read, and closed.
+    - **Drain**: closing while the client still sends a body (a `413` answered from the
+      headers), the answer is sent, the sending side shut, and up to `DRAIN_BYTES` of the body
+      read and discarded within `DRAIN_SECONDS`, so that the client reads the answer instead
+      of a reset. A body answered before it was read on a kept-alive connection (a `413` of
+      a chunked body) is discarded as it comes up to the same `DRAIN_BYTES`, then closed.
+
+    The protocol sees its transport through `_DrainingTransport`, whose `close()` drains.
+    Times are measured by the event loop; nothing of a discarded body is kept.
+    """
+
+    header_timeout = 10.0
+    body_timeout = 30.0
+    max_connections = 1000
+    drain_bytes = DRAIN_BYTES
+    drain_seconds = DRAIN_SECONDS
+    _refused_draining = 0  # Of this class's connections: past the cap, answered, draining.
+
+    def connection_made(self, transport):
+        self._raw_transport = transport
+        self._timer = None
+        self._timer_kind = None
+        self._drained = None  # Bytes discarded once draining, else None.
+        self._discarding, self._discarded = None, 0  # A body's rest after its answer.
+        self._refused = None  # Past the cap: "draining" (answered 503) or "closed".
+        if len(self.server_state.connections) >= self.max_connections:
+            self._refuse(transport)
+            return
+        super().connection_made(_DrainingTransport(transport, self))
+        self._arm("head", self.header_timeout)
+
+    def data_received(self, data):
+        if self._drained is not None:
+            self._drained += len(data)
+            if self._drained > self.drain_bytes:
+                self._close_now()
+            return
+        super().data_received(data)
+        if self._drained is not None or self._raw_transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None and cycle.response_complete and cycle.more_body:
+            # Answered before its body was read (h11 discards the rest, keeping the
+            # connection): a bounded rest, as a drain's.
+            if self._discarding is not cycle:
+                self._discarding, self._discarded = cycle, 0
+            self._discarded += len(data)
+            if self._discarded > self.drain_bytes:
+                self._close_now()
+                return
+        if cycle is not None and not cycle.response_complete:
+            if cycle.more_body:
+                self._arm("body", self.body_timeout)  # From its last read.
+            else:
+                self._cancel()  # The application answers; its own time limit applies.
+        elif self._timer_kind != "head":
+            self._arm("head", self.header_timeout)  # A next request's first bytes.
+
+    def connection_lost(self, exc):
+        self._cancel()
+        if self._refused:
+            if self._refused == "draining":
+                type(self)._refused_draining -= 1
+            return
+        super().connection_lost(exc)
+
+    def pause_writing(self):
+        if not self._refused:
+            super().pause_writing()
+
+    def resume_writing(self):
+        if not self._refused:
+            super().resume_writing()
+
+    def _close(self):
+        """The protocol's `transport.close()`: drains first while the client sends a body."""
+        cycle = self.cycle
+        if (
+            self._drained is None
+            and cycle is not None
+            and cycle.more_body
+            and not cycle.disconnected
+            and not self._raw_transport.is_closing()
+        ):
+            self._drain(self.drain_seconds)
+        else:
+            self._close_now()
+
+    def _drain(self, seconds):
+        transport = self._raw_transport
+        self._drained = 0
+        if transport.can_write_eof():
+            transport.write_eof()  # After what is buffered: the client sees the answer end.
+        flow = getattr(self, "flow", None)
+        if flow is not None:
+            flow.read_paused = False
+        transport.resume_reading()
+        self._arm("drain", seconds)
+
+    def _close_now(self):
+        self._cancel()
+        self._raw_transport.close()
+
+    def _refuse(self, transport):
+        cls = type(self)
+        if cls._refused_draining >= MAX_REFUSED_DRAINING:
+            self._refused = "closed"
+            transport.close()
+            return
+        self._refused = "draining"
+        cls._refused_draining += 1
+        transport.write(
+            _answer(
+                503,
+                "Service Unavailable",
+                f"Too many connections: at most {self.max_connections} at once. Try again later",
+                retry_after=1,
+            )
+        )
+        self._drain(REFUSED_DRAIN_SECONDS)
+
+    def _arm(self, kind, seconds):
+        self._cancel()
+        self._timer_kind = kind
+        self._timer = self.loop.call_later(seconds, self._timed_out, kind)
+
+    def _cancel(self):
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_kind = None
+
+    def _timed_out(self, kind):
+        self._timer = self._timer_kind = None
+        if kind == "drain":
+            self._close_now()
+            return
+        cycle = self.cycle
+        in_body = cycle is not None and not cycle.response_complete and cycle.more_body
+        if kind == "body":
+            if not in_body:
+                return
+            if self.flow.read_paused:  # The application reads no faster: not the client's wait.
+                self._arm("body", self.body_timeout)
+                return
+            if not cycle.response_started:  # (Then closed: the application sees a disconnect.)
+                self._raw_transport.write(
+                    _answer(
+                        408, "Request Timeout", f"No byte of the body in {self.body_timeout:g} s"
+                    )
+                )
+            LOG.debug("body timeout: closing the connection of %s", self.client)
+        else:
+            if cycle is not None and not cycle.response_complete:
+                return  # A request came (pipelined); the watch re-arms on its reads.
+            if _has_partial_request(self):
+                self._raw_transport.write(
+                    _answer(
+                        408,
+                        "Request Timeout",
+                        f"The request's head did not arrive whole in {self.header_timeout:g} s",
+                    )
+                )
+            LOG.debug("header timeout: closing the connection of %s", self.client)
+        self._close_now()
+
+
+class _DrainingTransport:
+    """A transport as the protocol sees it: `close()` is the protocol's `_close` (which drains
+    while the client sends a body) and the transport reads as closing once draining; the rest
+    is the transport's."""
+
+    def __init__(self, transport, protocol):
+        self._transport = transport
+        self._protocol = protocol
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+    def close(self):
+        self._protocol._close()
+
+    def is_closing(self):
+        return self._protocol._drained is not None or self._transport.is_closing()
+
+
+def _has_partial_request(protocol):
+    """Whether bytes of a next request were received (h11's buffer), not only a silence."""
+    conn = getattr(protocol, "conn", None)
+    return bool(conn is not None and conn.trailing_data[0])
+
+
+def connection_limits(protocol_class, header_timeout, body_timeout, max_connections):
+    """`protocol_class` (uvicorn's `H11Protocol`) with `ConnectionLimits` and these bounds."""
+    for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0 seconds. Received: {name}={value!r}")
+    if not (isinstance(max_connections, int) and max_connections >= 1):
+        raise ValueError(
+            f"max_connections must be an int >= 1. Received: max_connections={max_connections!r}"
+        )
+    return type(
+        f"Limited{protocol_class.__name__}",
+        (ConnectionLimits, protocol_class),
+        {
+            "header_timeout": float(header_timeout),
+            "body_timeout": float(body_timeout),
+            "max_connections": max_connections,
+            "_refused_draining": 0,
+        },
+    )
+
+
+def _answer(status, reason, message, retry_after=None):
+    """A whole HTTP/1.1 answer `{"error": message}` that closes the connection, as bytes."""
+    body = json.dumps({"error": message}).encode()
+    extra = f"retry-after: {retry_after}\r\n" if retry_after is not None else ""
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n{extra}connection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body

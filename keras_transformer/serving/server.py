@@ -6,6 +6,10 @@ opened before it serves (a model that cannot be opened fails at once), and the w
 while the server already answers `/health/live` (and 503 on `/health/ready` and
 `/translate`). On SIGTERM or SIGINT the server stops accepting connections and reports
 `draining`; requests already accepted are answered, then the process exits with status 0.
+
+Connections are uvicorn's h11 protocol with `limits.ConnectionLimits` (a time for a request's
+head and between the reads of its body, a cap on open connections, a drained close), and the
+process may open enough files for the cap (its soft limit is raised up to the hard one).
 """
 
 import logging
@@ -15,10 +19,15 @@ import threading
 import time
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from keras_transformer.serving.app import ServerState, create_app
+from keras_transformer.serving.limits import MAX_REFUSED_DRAINING, connection_limits
 
 LOG = logging.getLogger("keras_transformer.serving")
+# Files the process opens besides its connections (models, the framework's threads and
+# libraries, the listening socket, logs).
+RESERVED_FILES = 256
 
 
 class ServeError(Exception):
@@ -61,6 +70,23 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
+def uvicorn_config(app, settings):
+    """uvicorn's configuration of the server of `app` (ASGI) with `settings` (`app.Settings`):
+    its h11 protocol with `limits.ConnectionLimits`, no lifespan, no uvicorn access log."""
+    return uvicorn.Config(
+        app,
+        # h11 (uvicorn's own), not httptools even where installed: the limits are written for it.
+        http=connection_limits(
+            H11Protocol, settings.header_timeout, settings.body_timeout, settings.max_connections
+        ),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=settings.timeout + 30,
+        timeout_keep_alive=5,
+    )
+
+
 def serve(models, settings, host="127.0.0.1", port=5000, poll_seconds=5.0, log=None):
     """Serves `models` until SIGTERM/SIGINT; returns the exit status (0).
 
@@ -94,16 +120,9 @@ def serve(models, settings, host="127.0.0.1", port=5000, poll_seconds=5.0, log=N
             f"model {model.spec.name}: {model.directory}{version} "
             f"({type(model.engine).__name__}, {time.perf_counter() - started:.1f} s)"
         )
+    _open_files_for(settings.max_connections + MAX_REFUSED_DRAINING + RESERVED_FILES, log)
     state = ServerState(models, settings, log=log)
-    config = uvicorn.Config(
-        create_app(state),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=settings.timeout + 30,
-        timeout_keep_alive=5,
-    )
-    server = _Server(config, state)
+    server = _Server(uvicorn_config(create_app(state), settings), state)
     stop = threading.Event()
     url = f"http://{'[' + host_name + ']' if ':' in host_name else host_name}:{bound_port}"
     log(f"listening on {url} (warming up; /health/ready answers 200 once ready)")
@@ -122,6 +141,28 @@ def serve(models, settings, host="127.0.0.1", port=5000, poll_seconds=5.0, log=N
         sock.close()
     log("stopped")
     return 0
+
+
+def _open_files_for(needed, log):
+    """Raises the soft limit of open files to `needed` (at most the hard limit), or says
+    that the connection cap may not be reached."""
+    try:
+        import resource  # Unix only.
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    wanted = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (ValueError, OSError):
+        wanted = soft
+    if wanted < needed:
+        log(
+            f"open files limited to {wanted} (ulimit -n): the connection cap wants {needed}; "
+            "raise the limit or lower --max-connections"
+        )
 
 
 def _warm(state, log, url):

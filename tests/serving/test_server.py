@@ -177,8 +177,8 @@ def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
         400,
         {"error": "Invalid request: missing q parameter"},
     )
-    # A 3 MB body is refused from its headers, before a byte of it is read (a client still
-    # sending it may then see the connection closed: curl and browsers read the answer).
+    # A 3 MB body is refused from its headers, before a byte of it is read (the rest of it is
+    # drained, so that a client still sending it reads the answer: test_connections.py).
     connection = http.client.HTTPConnection(url.split("//")[1], timeout=30)
     connection.putrequest("POST", "/translate")
     connection.putheader("Content-Type", "application/json")
