@@ -180,16 +180,7 @@ def run_translate(args):
     from keras_transformer.translation import SearchOptions
 
     if args.format == "html":
-        refused = [
-            flag
-            for flag, given in (
-                ("--n-best", args.n_best is not None),
-                ("--scores", args.scores),
-                ("--alignments", args.alignments),
-                ("--target-prefix", args.target_prefix is not None),
-            )
-            if given
-        ]
+        refused = _sentence_output_options(args)
         if refused:
             print_error(
                 f"--format html keeps the markup of the best translation: it cannot be used "
@@ -337,16 +328,11 @@ def _translate_markup(translator, batch, search, args, translate_texts):
     return results
 
 
-def _check_file_arguments(args):
-    """Whether `--input`/`--output` are given together and without the options of sentence
-    output (an error printed for the first that is not)."""
-    if args.input is None:
-        print_error("--output needs --input FILE (a file to translate)")
-        return False
-    refused = [
+def _sentence_output_options(args):
+    """The options given that print per-sentence output (refused with whole documents)."""
+    return [
         flag
         for flag, given in (
-            ("SENTENCE arguments", bool(args.sentences)),
             ("--n-best", args.n_best is not None),
             ("--scores", args.scores),
             ("--alignments", args.alignments),
@@ -354,6 +340,16 @@ def _check_file_arguments(args):
         )
         if given
     ]
+
+
+def _check_file_arguments(args):
+    """Whether `--input`/`--output` are given together and without the options of sentence
+    output (an error printed for the first that is not)."""
+    if args.input is None:
+        print_error("--output needs --input FILE (a file to translate)")
+        return False
+    refused = ["SENTENCE arguments"] if args.sentences else []
+    refused += _sentence_output_options(args)
     if refused:
         print_error(f"--input translates a whole file: it cannot be used with {', '.join(refused)}")
         return False

@@ -299,17 +299,31 @@ def translate_texts(engine, texts, options=None, *, language=None, segment=True,
     return translations[0] if single else translations
 
 
-def run_plan(plan, translate, depth=0):
-    """The results of `plan`'s sentences by `translate(sentences, prefixes)`, with the
-    truncated pieces cut and translated again (`TextPlan.retry`, at most `MAX_RETRIES` deep)."""
-    results = translate(plan.sentences, plan.prefixes) if plan.sentences else []
+def rounds(plan, depth=0):
+    """The engine calls a plan takes, as a generator: it yields `(sentences, prefixes)`, is
+    sent their results, and returns the plan's results (its sentences, then the pieces an
+    engine truncated cut and sent again: `TextPlan.retry`, at most `MAX_RETRIES` deep). One
+    driver calls an engine (`run_plan`), the server's awaits its batcher."""
+    results = (yield plan.sentences, plan.prefixes) if plan.sentences else []
     if depth >= MAX_RETRIES:
         return results
     again = plan.retry(results)
     if again is None:
         return results
     parts, split = again
-    return plan.merge(results, split, run_plan(parts, translate, depth + 1))
+    found = yield from rounds(parts, depth + 1)
+    return plan.merge(results, split, found)
+
+
+def run_plan(plan, translate):
+    """The results of `plan`'s sentences by `translate(sentences, prefixes)` (`rounds`)."""
+    calls = rounds(plan)
+    try:
+        call = next(calls)
+        while True:
+            call = calls.send(translate(*call))
+    except StopIteration as done:
+        return done.value
 
 
 def _joined_pieces(results, parts, original):

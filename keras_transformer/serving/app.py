@@ -35,7 +35,7 @@ from starlette.routing import Route
 from keras_transformer.documents.detection import LanguageDetector
 from keras_transformer.documents.files import available_formats
 from keras_transformer.documents.html import translate_html
-from keras_transformer.documents.texts import MAX_RETRIES, plan_texts
+from keras_transformer.documents.texts import plan_texts, rounds
 from keras_transformer.serving.batching import (
     DEFAULT_BATCH_SENTENCES,
     Batcher,
@@ -407,17 +407,16 @@ async def _translate_markup(state, model, parsed, source, confidence):
     return _answer(parsed, translations, source, confidence)
 
 
-async def _run_plan(plan, submit, depth=0):
-    """`texts.run_plan` through the batcher: the plan's sentences, then its truncated pieces
-    cut and sent again (`TextPlan.retry`)."""
-    results = await submit(plan.sentences, plan.prefixes) if plan.sentences else []
-    if depth >= MAX_RETRIES:
-        return results
-    again = plan.retry(results)
-    if again is None:
-        return results
-    parts, split = again
-    return plan.merge(results, split, await _run_plan(parts, submit, depth + 1))
+async def _run_plan(plan, submit):
+    """`texts.run_plan` through the batcher (`submit` awaited for each of the plan's
+    `texts.rounds`)."""
+    calls = rounds(plan)
+    try:
+        call = next(calls)
+        while True:
+            call = calls.send(await submit(*call))
+    except StopIteration as done:
+        return done.value
 
 
 async def _submit(state, name, sentences, prefixes, options, deadline):
