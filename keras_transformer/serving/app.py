@@ -78,21 +78,25 @@ LANGUAGE_NAMES = {
     "zh": "Chinese",
     "auto": "Auto (the served source)",
 }
-ROUTES = (
-    "/",
-    "/translate",
-    "/detect",
-    "/translate_file",
-    "/download_file/{token}/{name}",
-    "/languages",
-    "/frontend/settings",
-    "/health",
-    "/health/ready",
-    "/health/live",
-    "/metrics",
-    "/openapi.json",
-    "/spec",
+# The routes, each spelled once: path, handler (made for a `ServerState`), methods.
+# `create_app` serves them, the access log names requests by them, and a test holds the
+# OpenAPI document's paths to them.
+ROUTE_TABLE = (
+    ("/", lambda state: _page(), ("GET",)),
+    ("/translate", lambda state: _translate(state), ("POST",)),
+    ("/detect", lambda state: _detect(state), ("POST",)),
+    ("/translate_file", lambda state: translate_file_route(state), ("POST",)),
+    ("/download_file/{token}/{name}", lambda state: download_file_route(state), ("GET",)),
+    ("/languages", lambda state: _languages(state), ("GET", "POST")),
+    ("/frontend/settings", lambda state: _frontend_settings(state), ("GET",)),
+    ("/health", lambda state: _ready(state), ("GET",)),
+    ("/health/ready", lambda state: _ready(state), ("GET",)),
+    ("/health/live", lambda state: _live, ("GET",)),
+    ("/metrics", lambda state: _metrics(state), ("GET",)),
+    ("/openapi.json", lambda state: _openapi(state), ("GET",)),
+    ("/spec", lambda state: _openapi(state), ("GET",)),
 )
+ROUTES = tuple(path for path, _, _ in ROUTE_TABLE)
 
 
 @dataclasses.dataclass
@@ -238,19 +242,8 @@ def create_app(state):
     """The Starlette application of a `ServerState` (wrapped in the body-size bound and the
     access log)."""
     routes = [
-        Route("/", _page(), methods=["GET"]),
-        Route("/translate", _translate(state), methods=["POST"]),
-        Route("/detect", _detect(state), methods=["POST"]),
-        Route("/translate_file", translate_file_route(state), methods=["POST"]),
-        Route("/download_file/{token}/{name}", download_file_route(state), methods=["GET"]),
-        Route("/languages", _languages(state), methods=["GET", "POST"]),
-        Route("/frontend/settings", _frontend_settings(state), methods=["GET"]),
-        Route("/health", _ready(state), methods=["GET"]),
-        Route("/health/ready", _ready(state), methods=["GET"]),
-        Route("/health/live", _live, methods=["GET"]),
-        Route("/metrics", _metrics(state), methods=["GET"]),
-        Route("/openapi.json", _openapi(state), methods=["GET"]),
-        Route("/spec", _openapi(state), methods=["GET"]),
+        Route(path, handler(state), methods=list(methods))
+        for path, handler, methods in ROUTE_TABLE
     ]
     app = Starlette(
         routes=routes,
