@@ -47,24 +47,36 @@ class DocumentTranslate:
         model: `models.ServedModel`.
         deadline: float. The `time.monotonic()` by which the translations must be back.
         language: str or `None`. The source language, for segmentation.
+        choose: callable `(texts) -> (model, source, confidence)` or `None`: for `source:
+            auto`, `model` is `None` and the first texts of the document choose it
+            (`ServerState.find` detecting their language).
 
     Raises (when called):
         ApiError: 413 past the character limit or the queue's size, 503 when the queue is
             full or the deadline passes.
     """
 
-    def __init__(self, state, model, deadline, language=None):
+    def __init__(self, state, model, deadline, language=None, choose=None):
         self.state = state
-        self.name = model.spec.name
-        self.engine = model.engine
         self.deadline = deadline
-        self.language = language
+        self.choose = choose
         self.characters = 0
         self.truncated = False
+        if model is not None:
+            self._serve_with(model, language)
+
+    def _serve_with(self, model, language):
+        self.name = model.spec.name
+        self.engine = model.engine
+        self.language = language
         self.options = SearchOptions(alignments=model.engine.capabilities.alignments)
 
     def __call__(self, texts):
         settings = self.state.settings
+        if self.choose is not None:  # `source: auto`: the model of the document's language.
+            model, source, _ = self.choose(texts)
+            self._serve_with(model, source)
+            self.choose = None
         self.characters += sum(len(text) for text in texts)
         if settings.char_limit and self.characters > settings.char_limit:
             raise ApiError(
@@ -185,7 +197,12 @@ def translate_file_route(state):
             )
         model, source, _ = state.find(fields["source"], fields["target"])
         language = source if source not in (None, "auto") else None
-        translate = DocumentTranslate(state, model, deadline, language)
+        choose = None
+        if fields["source"] == "auto" and state.detector is not None:
+            # Detected on the document's own texts (its first translate call), not on nothing.
+            target = fields["target"]
+            model, choose = None, lambda texts: state.find("auto", target, texts)
+        translate = DocumentTranslate(state, model, deadline, language, choose)
         try:
             output, name = await asyncio.to_thread(
                 translate_file, data, filename, translate, fields["target"]

@@ -255,3 +255,14 @@ def test_expired_files_go_without_a_request(monkeypatch):
         time.sleep(0.01)
     assert not os.path.exists(folder) and len(store) == 0
     store.close()
+
+
+def test_auto_source_is_detected_on_the_file_itself():
+    state = make_state(specs=("es:en=a", "de:en=c"))
+    with TestClient(create_app(state)) as client:
+        german = "Wo ist der nächste Bahnhof?\nIch habe meine Schlüssel verloren.\n"
+        answer = upload(client, "reise.txt", german.encode(), source="auto")
+        assert download(client, answer).content == german.upper().encode()
+    spanish_engine, german_engine = (model.engine for model in state.models)
+    assert spanish_engine.calls == [] and german_engine.calls  # The German model's.
+    state.close(5)
