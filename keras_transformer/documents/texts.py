@@ -197,12 +197,26 @@ def plan_texts(
         segmenter = _WholeLines(language)
     count = None
     if segment and max_pieces is not None and count_tokens is not None:
-        # One engine call counts every sentence; `split_long` counts the few parts it tries.
+        # One engine call counts the sentences that may need cutting; `split_long` counts the
+        # few parts it tries. A sentence has at most as many word pieces as its UTF-8 bytes
+        # plus its words plus one (a piece holds a byte at least, SentencePiece's byte
+        # fallback included, or is a word's marker alone): the short ones, most of a
+        # server's, are never counted.
+        shortest = int(max_pieces * CLAUSE_SHARE)
         first = [segment_text(text, language, segmenter=segmenter) for text in texts]
-        sentences = sorted({sentence for plan in first for sentence in plan.sentences})
+        sentences = sorted(
+            {
+                sentence
+                for plan in first
+                for sentence in plan.sentences
+                if _most_pieces(sentence) > shortest
+            }
+        )
         counts = dict(zip(sentences, count_tokens(sentences) if sentences else [], strict=True))
 
         def count(text):
+            if _most_pieces(text) <= shortest:
+                return _most_pieces(text)  # An upper bound: it fits every limit.
             if text not in counts:
                 counts[text] = count_tokens([text])[0]
             return counts[text]
@@ -240,6 +254,11 @@ def plan_texts(
         segment,
         clauses,
     )
+
+
+def _most_pieces(text):
+    """An upper bound of the word pieces of `text` under any tokenizer of the package."""
+    return len(text.encode("utf-8")) + len(text.split()) + 1
 
 
 def _clause_parts(sentence, limit, count):
