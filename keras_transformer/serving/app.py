@@ -353,7 +353,8 @@ def _translate(state):
         engine = model.engine
         language = source if source not in (None, "auto") else None
         if parsed.text_format == "html":
-            return JSONResponse(await _translate_markup(state, model, parsed, source, confidence))
+            answer = await _translate_markup(state, model, parsed, source, confidence, segment)
+            return JSONResponse(answer)
         plan = await asyncio.to_thread(
             plan_texts,
             parsed.texts,
@@ -384,13 +385,13 @@ def _translate(state):
     return translate
 
 
-async def _translate_markup(state, model, parsed, source, confidence):
+async def _translate_markup(state, model, parsed, source, confidence, segment):
     """The answer to a `format: "html"` request: each text's markup kept and its texts
     translated (`documents.html.translate_html`, inline tags put back through the word
     alignments), in a worker thread whose translate calls go through the model's batcher."""
     language = source if source not in (None, "auto") else None
     deadline = time.monotonic() + state.settings.timeout
-    translate = DocumentTranslate(state, model, deadline, language)
+    translate = DocumentTranslate(state, model, deadline, language, segment=segment)
 
     def markup():
         return [translate_html(text, translate) for text in parsed.texts]

@@ -50,14 +50,16 @@ class DocumentTranslate:
         choose: callable `(texts) -> (model, source, confidence)` or `None`: for `source:
             auto`, `model` is `None` and the first texts of the document choose it
             (`ServerState.find` detecting their language).
+        segment: bool or `None`. Cut texts into sentences (`None`: the server's setting).
 
     Raises (when called):
         ApiError: 413 past the character limit or the queue's size, 503 when the queue is
             full or the deadline passes.
     """
 
-    def __init__(self, state, model, deadline, language=None, choose=None):
+    def __init__(self, state, model, deadline, language=None, choose=None, segment=None):
         self.state = state
+        self.segment = state.settings.segment if segment is None else segment
         self.deadline = deadline
         self.choose = choose
         self.characters = 0
@@ -88,7 +90,7 @@ class DocumentTranslate:
         plan = plan_texts(
             texts,
             self.language,
-            segment=settings.segment,
+            segment=self.segment,
             max_pieces=engine.max_source_pieces,
             count_tokens=engine.count_tokens,
         )
