@@ -20,6 +20,7 @@ Not translated yet: footnotes, endnotes and comments.
 
 import copy
 import io
+import zipfile
 
 import docx
 from docx.oxml import OxmlElement
@@ -32,6 +33,10 @@ from keras_transformer.documents.spans import project_spans
 TEXT_CHILDREN = {qn("w:t"): None, qn("w:noBreakHyphen"): "\u2011", qn("w:softHyphen"): "\xad"}
 # Run and paragraph children Word recomputes: not kept when a paragraph is rebuilt.
 DROPPED = frozenset({qn("w:proofErr"), qn("w:lastRenderedPageBreak")})
+# A .docx is a zip: what its parts may unpack to, at most (a zip bomb of a few MB would
+# otherwise unpack to gigabytes of XML in python-docx), and how many parts it may hold.
+MAX_UNPACKED_BYTES = 256 << 20
+MAX_PARTS = 10_000
 
 
 def translate_docx(data, translate):
@@ -51,6 +56,7 @@ def translate_docx(data, translate):
     """
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"`data` must be bytes. Received: data={type(data).__name__}")
+    _check_unpacked_size(bytes(data))
     try:
         document = docx.Document(io.BytesIO(bytes(data)))
     except Exception as error:  # zipfile, KeyError or lxml errors, by what is wrong
@@ -249,3 +255,23 @@ def _key(properties):
 
 def _weight(properties):
     return 0 if properties is None else len(properties)
+
+
+def _check_unpacked_size(data):
+    """Refuses a .docx whose zip declares more than `MAX_UNPACKED_BYTES` unpacked or more than
+    `MAX_PARTS` parts, before anything is unpacked (zipfile also stops reading a member at its
+    declared size)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except zipfile.BadZipFile as error:
+        raise ValueError(
+            f"`data` is not a readable .docx file (BadZipFile: {error}). "
+            f"Received: {len(data)} bytes"
+        ) from error
+    unpacked = sum(member.file_size for member in members)
+    if len(members) > MAX_PARTS or unpacked > MAX_UNPACKED_BYTES:
+        raise ValueError(
+            f"`data` unpacks to more than a .docx is allowed ({MAX_UNPACKED_BYTES} bytes in "
+            f"{MAX_PARTS} parts at most). Received: {unpacked} bytes in {len(members)} parts"
+        )

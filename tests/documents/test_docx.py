@@ -144,3 +144,21 @@ def test_bad_arguments_are_named():
     document.add_paragraph("el perro")
     with pytest.raises(ValueError, match="one result per text"):
         translate_docx(save(document), lambda texts: adjective_first(texts)[:1])
+
+
+def test_a_zip_bomb_is_refused_before_it_is_unpacked(monkeypatch):
+    import io
+    import zipfile
+
+    from keras_transformer.documents import docx as module
+
+    monkeypatch.setattr(module, "MAX_UNPACKED_BYTES", 4 << 20)  # The bound, made small.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"<" + b"a" * (module.MAX_UNPACKED_BYTES + 1))
+    data = buffer.getvalue()
+    assert len(data) < 64 << 10  # A small upload...
+    with pytest.raises(ValueError, match=r"unpacks to more than a \.docx is allowed"):
+        module.translate_docx(data, lambda texts: [])  # ...refused, never unpacked.
+    with pytest.raises(ValueError, match=r"not a readable \.docx file"):
+        module.translate_docx(b"not a zip", lambda texts: [])
