@@ -93,7 +93,7 @@ def main():
 
     from keras_transformer.datasets import sword_bible
     from keras_transformer.documents.segmentation import Segmenter
-    from keras_transformer.documents.texts import CLAUSE_SHARE, plan_texts, translate_texts
+    from keras_transformer.documents.texts import CLAUSE_SHARE, plan_for, translate_texts
     from keras_transformer.engines import load_translator
 
     test = sword_bible().test[: args.limit]
@@ -150,12 +150,7 @@ def main():
     )
     segmenter = Segmenter(args.language)
     scores = boundary_scores(paragraphs, spans, sources, segmenter)
-    plan = plan_texts(
-        paragraphs,
-        args.language,
-        max_pieces=translator.max_source_pieces,
-        count_tokens=translator.count_tokens,
-    )
+    plan = plan_for(translator, paragraphs, args.language)
     segmented, wall, cpu = timed(
         lambda: translate_texts(translator, paragraphs, language=args.language)
     )

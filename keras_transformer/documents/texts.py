@@ -281,6 +281,19 @@ def _clause_parts(sentence, limit, count):
     return [piece for piece in pieces if piece]
 
 
+def plan_for(engine, texts, language=None, *, segment=True, prefixes=None):
+    """`plan_texts` for an engine (`keras_transformer.translation.Engine`): its
+    `max_source_pieces` and `count_tokens` bound the pieces."""
+    return plan_texts(
+        texts,
+        language,
+        segment=segment,
+        max_pieces=engine.max_source_pieces,
+        count_tokens=engine.count_tokens,
+        prefixes=prefixes,
+    )
+
+
 def translate_texts(engine, texts, options=None, *, language=None, segment=True, prefixes=None):
     """Translates whole texts with an engine (`keras_transformer.translation.Engine`).
 
@@ -300,14 +313,7 @@ def translate_texts(engine, texts, options=None, *, language=None, segment=True,
     texts = [texts] if single else list(texts)
     if single and prefixes is not None:
         prefixes = [prefixes]
-    plan = plan_texts(
-        texts,
-        language,
-        segment=segment,
-        max_pieces=engine.max_source_pieces,
-        count_tokens=engine.count_tokens if engine.max_source_pieces is not None else None,
-        prefixes=prefixes,
-    )
+    plan = plan_for(engine, texts, language, segment=segment, prefixes=prefixes)
     num_hypotheses = options.num_hypotheses if options is not None else None
 
     def translate(sentences, sentence_prefixes):

@@ -35,7 +35,7 @@ from starlette.routing import Route
 from keras_transformer.documents.detection import LanguageDetector
 from keras_transformer.documents.files import available_formats
 from keras_transformer.documents.html import translate_html
-from keras_transformer.documents.texts import plan_texts, rounds
+from keras_transformer.documents.texts import plan_for, rounds
 from keras_transformer.serving.batching import (
     DEFAULT_BATCH_SENTENCES,
     Batcher,
@@ -350,18 +350,16 @@ def _translate(state):
         except ValueError as error:
             raise ApiError(400, "Invalid request: " + " ".join(str(error).split())) from None
         segment = settings.segment if parsed.segment is None else parsed.segment
-        engine = model.engine
         language = source if source not in (None, "auto") else None
         if parsed.text_format == "html":
             answer = await _translate_markup(state, model, parsed, source, confidence, segment)
             return JSONResponse(answer)
         plan = await asyncio.to_thread(
-            plan_texts,
+            plan_for,
+            model.engine,
             parsed.texts,
             language,
             segment=segment,
-            max_pieces=engine.max_source_pieces,
-            count_tokens=engine.count_tokens,
             prefixes=parsed.prefixes,
         )
         if len(plan.sentences) > settings.max_queue_sentences:  # It could never be queued.

@@ -25,7 +25,7 @@ from keras_transformer.documents.files import (
     extension_of,
     translate_file,
 )
-from keras_transformer.documents.texts import plan_texts, run_plan
+from keras_transformer.documents.texts import plan_for, run_plan
 from keras_transformer.serving.batching import Job, QueueClosed, QueueFull
 from keras_transformer.serving.limits import BodyTooLarge, admit
 from keras_transformer.serving.requests import ApiError
@@ -86,14 +86,7 @@ class DocumentTranslate:
                 f"Invalid request: the file's text ({self.characters} characters) exceeds the "
                 f"text limit ({settings.char_limit} characters)",
             )
-        engine = self.engine
-        plan = plan_texts(
-            texts,
-            self.language,
-            segment=self.segment,
-            max_pieces=engine.max_source_pieces,
-            count_tokens=engine.count_tokens,
-        )
+        plan = plan_for(self.engine, texts, self.language, segment=self.segment)
         if len(plan.sentences) > settings.max_queue_sentences:
             raise ApiError(
                 413,
