@@ -226,16 +226,24 @@ class Segmented:
                 raise ValueError(
                     f"`translations` must be str. Received: translations[{index}]={translation!r}"
                 )
-        parts = [self._separators[0]]
+        translations = [translation.strip() for translation in translations]
+        separators = list(self._separators)
         for index, translation in enumerate(translations):
-            translation = translation.strip()
-            separator = self._separators[index + 1]
-            parts.append(translation)
             if index + 1 in self._soft and index + 1 < len(translations):
-                following = translations[index + 1].strip()
+                following = translations[index + 1]
                 if _spaced_end(translation) and following and not _unspaced(following[0]):
-                    separator = " "
-            parts.append(separator)
+                    separators[index + 1] = " "
+        # An empty translation takes one of the spaces beside it along (the one before it
+        # after a translated sentence, the one after it otherwise), unless that holds a line
+        # break: no doubled or leading spaces where a sentence came back empty.
+        for index, translation in enumerate(translations):
+            if not translation and len(translations) > 1:
+                beside = index if any(translations[:index]) else index + 1
+                if "\n" not in separators[beside]:
+                    separators[beside] = ""
+        parts = [separators[0]]
+        for index, translation in enumerate(translations):
+            parts += [translation, separators[index + 1]]
         return "".join(parts)
 
     def word_offsets(self):

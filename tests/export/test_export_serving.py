@@ -14,6 +14,8 @@ import pytest
 
 from keras_transformer import Transformer
 from keras_transformer.cli import main
+from keras_transformer.documents.texts import translate_texts
+from keras_transformer.engines import load_translator
 from keras_transformer.export import (
     N_BEST_SIGNATURE_NAME,
     PREFIX_SIGNATURE_NAME,
@@ -113,11 +115,19 @@ def test_version_layout_and_refusing_an_existing_version(
     assert sorted(os.listdir(base)) == ["1"]
     assert main(["export", keras_path, str(tmp_path), "--format", "ctranslate2",
                  "--num-hypotheses", "2"]) == 2  # fmt: skip
-    # `translate` given the base path serves its highest version, as a model server does.
+    # `translate` given the base path serves its highest version, as a model server does:
+    # with `--no-segment` one line is one call, as the Keras translator's; by default whole
+    # texts (the parts the engine truncated past its 8 pieces cut and sent again), as the
+    # library's `translate_texts` of that version.
     capsysbinary.readouterr()
-    assert main(["translate", "--model", str(base), *SENTENCES[:2]]) == 0
+    assert main(["translate", "--model", str(base), "--no-segment", *SENTENCES[:2]]) == 0
     lines = capsysbinary.readouterr().out.decode("utf-8").splitlines()
     assert lines == translator(SENTENCES[:2])
+    assert main(["translate", "--model", str(base), *SENTENCES[:2]]) == 0
+    lines = capsysbinary.readouterr().out.decode("utf-8").splitlines()
+    engine = load_translator(str(base / "1"))
+    assert lines == [result.text for result in translate_texts(engine, SENTENCES[:2])]
+    assert not any(result.truncated for result in translate_texts(engine, SENTENCES[:2]))
     # ...and passes its options on (the export itself is the one tested above).
     calls = []
     monkeypatch.setattr(
