@@ -76,6 +76,11 @@ class Sampling(NamedTuple):
         top_k: int `>= 0`. Defaults to `0`: the whole vocabulary.
         top_p: float in `(0, 1]`. Defaults to `1.0`.
         temperature: float `> 0`. Defaults to `1.0`.
+
+    A compiled caller may give scalar tensors instead (checked before, not here): one
+    compiled search then serves every value (`keras_transformer.generation.Generator` does,
+    so that new values compile nothing). A tensor `top_k` or `top_p` cuts the whole
+    vocabulary sorted at each step; a Python `0`/`1.0` cuts nothing.
     """
 
     top_k: int = 0
@@ -91,6 +96,8 @@ def check_sampling(sampling):
         raise ValueError(
             f"`sampling` must be a `Sampling` or None. Received: sampling={sampling!r}"
         )
+    if any(_is_tensor(value) for value in sampling):
+        return sampling  # A compiled caller's run-time values, checked by that caller.
     check_int("sampling_topk", sampling.top_k, minimum=0)
     top_p, temperature = sampling.top_p, sampling.temperature
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
@@ -595,8 +602,11 @@ def _sample(logits, sampling, generator, seed):
     `keras.StatelessScope` (only around the draw: on JAX the model's variables are mapped by
     an outer scope): the state is a tensor carried by the loop, not a variable updated in it.
     """
-    logits = logits / sampling.temperature  # (batch, vocab)
+    logits = logits / ops.cast(sampling.temperature, "float32")  # (batch, vocab)
     vocabulary_size = ops.shape(logits)[-1]
+    if _is_tensor(sampling.top_k) or _is_tensor(sampling.top_p):
+        logits, candidates = _cut_at_run_time(logits, sampling.top_k, sampling.top_p)
+        return _draw(logits, candidates, generator, seed)
     top_k = sampling.top_k if 0 < sampling.top_k < vocabulary_size else 0
     candidates = None  # the token of each column of `logits`, when not the identity
     if top_k or sampling.top_p < 1.0:
@@ -607,12 +617,40 @@ def _sample(logits, sampling, generator, seed):
         before = ops.cumsum(probabilities, axis=-1) - probabilities  # mass of better tokens
         # The first token is always kept (`before` is 0 there).
         logits = ops.where(before < sampling.top_p, logits, _FORBIDDEN_LOG_PROB)
+    return _draw(logits, candidates, generator, seed)
+
+
+def _cut_at_run_time(logits, top_k, top_p):
+    """`(logits, candidates)`: the whole vocabulary sorted, best first, the columns past
+    `top_k` (`0`, or the vocabulary size or more: none) and past the nucleus `top_p` at
+    `_FORBIDDEN_LOG_PROB`; `top_k`/`top_p` scalar tensors (or Python numbers)."""
+    vocabulary_size = ops.shape(logits)[-1]
+    logits, candidates = ops.top_k(logits, vocabulary_size)  # sorted, best first
+    columns = ops.arange(vocabulary_size, dtype="int32")[None, :]
+    top_k = ops.cast(top_k, "int32")
+    top_k = ops.where(ops.greater(top_k, 0), ops.minimum(top_k, vocabulary_size), vocabulary_size)
+    logits = ops.where(columns < top_k, logits, _FORBIDDEN_LOG_PROB)
+    probabilities = ops.softmax(logits, axis=-1)
+    before = ops.cumsum(probabilities, axis=-1) - probabilities  # mass of better tokens
+    # The first token is always kept (`before` is 0 there).
+    logits = ops.where(before < ops.cast(top_p, "float32"), logits, _FORBIDDEN_LOG_PROB)
+    return logits, ops.cast(candidates, "int32")
+
+
+def _draw(logits, candidates, generator, seed):
+    """One token per row drawn from `logits` (column `j` is token `candidates[:, j]`, or
+    token `j` when `candidates` is `None`), and the next seed state."""
     with keras.StatelessScope(state_mapping=[(generator.state, seed)]) as scope:
         drawn = keras.random.categorical(logits, 1, seed=generator, dtype="int32")[:, 0]
         seed = scope.get_current_value(generator.state)
     if candidates is not None:
         drawn = ops.take_along_axis(candidates, drawn[:, None], axis=1)[:, 0]
     return ops.cast(drawn, "int32"), seed
+
+
+def _is_tensor(value):
+    """A backend tensor (or NumPy array), not a Python number."""
+    return not isinstance(value, (bool, int, float))
 
 
 def _check_prefix(prefix, max_new_tokens):

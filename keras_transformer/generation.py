@@ -36,7 +36,13 @@ from keras_transformer._checks import check_alpha, check_positive_int
 
 # The 0.2.0 path of the bucketing rules, kept for one release: `keras_transformer.buckets`.
 from keras_transformer.buckets import bucket_length, padded_batch_size  # noqa: F401
-from keras_transformer.decoding import BeamCache, beam_search, check_sampling, greedy_search
+from keras_transformer.decoding import (
+    BeamCache,
+    Sampling,
+    beam_search,
+    check_sampling,
+    greedy_search,
+)
 from keras_transformer.layers.token_ids import check_token_ids
 
 
@@ -401,8 +407,12 @@ class Generator:
         `-1` after each row's prefix; with `sampling`, `seed` the `(2,)` seed state,
         `seed_state(seed)`).
 
-        On TensorFlow it is a `tf.function` that can also be called inside another
-        `tf.function` (the SavedModel export does).
+        The values of `sampling` are inputs of the compiled search, not part of it: every
+        temperature shares one compilation, and every top-k/top-p cut another (at most two
+        sampling searches per shape, whatever values callers send).
+
+        On TensorFlow it is a `tf.function` (or a function calling one) that can also be
+        called inside another `tf.function` (the SavedModel export does).
         """
         check_positive_int("beam_size", beam_size)
         check_alpha(alpha)
@@ -410,7 +420,20 @@ class Generator:
         if sampling is not None and beam_size != 1:
             raise ValueError(f"Sampling needs `beam_size=1`. Received: beam_size={beam_size}")
         alpha = 0.0 if beam_size == 1 else alpha
-        return self._function(max_new_tokens, beam_size, alpha, bool(prefix), sampling)
+        mode = self._sampling_mode(sampling)
+        function = self._function(max_new_tokens, beam_size, alpha, bool(prefix), mode)
+        if sampling is None:
+            return function
+        vocabulary_size = self.model.target_vocabulary_size
+        values = np.array(
+            [min(sampling.top_k, vocabulary_size), sampling.top_p, sampling.temperature],
+            "float32",
+        )
+
+        def sample(encoder_inputs, max_lengths, *extras):
+            return function(encoder_inputs, max_lengths, *extras, values)
+
+        return sample
 
     def seed_state(self, seed):
         """The `(2,)` seed state a compiled sampling search takes for the int `seed` (or a
@@ -497,6 +520,15 @@ class Generator:
         sequences, scores = function(ops.cast(encoder_inputs, "int32"), max_lengths, *extras)
         return ops.convert_to_numpy(sequences), ops.convert_to_numpy(scores)
 
+    def _sampling_mode(self, sampling):
+        """The compiled program a `Sampling` needs: `None` (no sampling), `"temperature"`
+        (no cut) or `"cut"` (top-k or top-p); its values are inputs of that program."""
+        if sampling is None:
+            return None
+        vocabulary_size = self.model.target_vocabulary_size
+        cut = 0 < sampling.top_k < vocabulary_size or sampling.top_p < 1.0
+        return "cut" if cut else "temperature"
+
     def _function(self, max_new_tokens, beam_size, alpha, prefix, sampling):
         check_positive_int("max_new_tokens", max_new_tokens)
         key = (int(max_new_tokens), beam_size, float(alpha), prefix, sampling)
@@ -524,6 +556,12 @@ class Generator:
             extras = list(extras)
             prefix_ids = ops.cast(extras.pop(0), "int32") if prefix else None
             seed = (generator, extras.pop(0)) if sampling is not None else None
+            values = None
+            if sampling == "temperature":  # `values`: (top_k, top_p, temperature) float32.
+                values = Sampling(temperature=ops.cast(extras.pop(0), "float32")[2])
+            elif sampling == "cut":
+                given = ops.cast(extras.pop(0), "float32")
+                values = Sampling(ops.cast(given[0], "int32"), given[1], given[2])
             return generate(
                 model,
                 encoder_inputs,
@@ -533,7 +571,7 @@ class Generator:
                 alpha=alpha,
                 max_lengths=max_lengths,
                 prefix=prefix_ids,
-                sampling=sampling,
+                sampling=values,
                 seed=seed,
             )
 

@@ -18,7 +18,7 @@ from keras_transformer import LabelSmoothedCrossentropy, Transformer, transforme
 from keras_transformer.buckets import bucket_length, padded_batch_size
 from keras_transformer.datasets import copy_task, to_model_inputs
 from keras_transformer.datasets.copy_task import END_ID, START_ID
-from keras_transformer.decoding import beam_search, length_penalty
+from keras_transformer.decoding import Sampling, beam_search, length_penalty
 from keras_transformer.generation import Generator, cached_next_logits, generate
 
 BACKEND = keras.backend.backend()
@@ -216,6 +216,29 @@ def test_a_second_call_with_the_same_shapes_does_not_retrace():
     generator(second, beam_size=1)
     generator(np.ones((4, 4), "int64"), beam_size=1)  # Any integer dtype.
     assert generator.trace_count == new_shape_traces
+
+
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_sampling_values_are_inputs_of_the_compiled_search_not_new_compilations():
+    # A server's clients choose temperatures, top-k and top-p: each new value used to compile
+    # a new search. Now one program serves every temperature and one every cut.
+    model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
+    generator = Generator(model, start_id=1, end_id=2, extra_length=3)
+    inputs = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    for temperature in (0.5, 0.7, 1.3, 2.0):
+        generator(inputs, beam_size=1, sampling=Sampling(temperature=temperature), seed=1)
+    assert generator.trace_count == 1
+    for top_k, top_p in ((3, 1.0), (5, 0.9), (0, 0.5), (7, 0.3)):
+        generator(inputs, beam_size=1, sampling=Sampling(top_k, top_p, 0.8), seed=1)
+    assert generator.trace_count == 2
+    # The values still act: top-k 1 (any temperature, as a run-time input) is greedy search,
+    # and a top-p cut to the first token is too.
+    greedy, greedy_scores = generator(inputs, beam_size=1)
+    for sampling in (Sampling(top_k=1, temperature=3.0), Sampling(top_p=1e-6)):
+        drawn, scores = generator(inputs, beam_size=1, sampling=sampling, seed=5)
+        np.testing.assert_array_equal(drawn, greedy)
+        np.testing.assert_allclose(scores, greedy_scores, atol=1e-5)
+    assert generator.trace_count == 3  # ...and greedy search its own.
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's retracing warning")

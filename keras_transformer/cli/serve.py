@@ -20,6 +20,9 @@ from keras_transformer.cli.common import (
 )
 from keras_transformer.engines.names import ENGINES, WARMUPS
 
+# The widest beam `--beam-sizes` takes: past it a search costs more than any quality it buys.
+MAX_BEAM_SIZE = 64
+
 
 def add_serve_parser(subparsers):
     """Registers the `serve` subcommand on an `argparse` subparsers object."""
@@ -168,6 +171,20 @@ def add_serve_parser(subparsers):
         "target-prefix searches too, 'none' nothing (default: default)",
     )
     parser.add_argument(
+        "--beam-sizes",
+        type=_beam_sizes,
+        default=(),
+        metavar="N[,N...]",
+        help="beam sizes a request's beam_size may ask for besides the model's own (always "
+        "allowed), compiled at warm-up; any other is a 400 (default: the model's own only)",
+    )
+    parser.add_argument(
+        "--sampling",
+        action="store_true",
+        help="allow sampling (sampling_topk, sampling_topp, sampling_temperature; compiled at "
+        "warm-up; default: off, a request asking for it is a 400)",
+    )
+    parser.add_argument(
         "--no-segment",
         dest="segment",
         action="store_false",
@@ -189,7 +206,14 @@ def add_serve_parser(subparsers):
 def run_serve(args):
     """Handler of `serve`: returns the exit status (0 after a drain, 2 when it cannot start)."""
     # Starlette, uvicorn and the engines' framework: only once the command runs.
-    from keras_transformer.serving import ApiKeys, ServedModel, ServeError, Settings, serve
+    from keras_transformer.serving import (
+        ApiKeys,
+        SearchPolicy,
+        ServedModel,
+        ServeError,
+        Settings,
+        serve,
+    )
     from keras_transformer.serving.models import check_specs, parse_model_spec
 
     try:
@@ -220,12 +244,31 @@ def run_serve(args):
         body_timeout=args.body_timeout,
         max_connections=args.max_connections,
     )
-    models = [ServedModel(spec, args.engine, max_batch, args.warmup) for spec in specs]
+    policy = SearchPolicy(beam_sizes=args.beam_sizes, sampling=args.sampling)
+    models = [
+        ServedModel(spec, args.engine, max_batch, args.warmup, policy=policy) for spec in specs
+    ]
     try:
         return serve(models, settings, args.host, args.port, args.poll_seconds)
     except ServeError as error:
         print_error(str(error))
         return 2
+
+
+def _beam_sizes(text):
+    """`--beam-sizes`: comma-separated ints from 1 to `MAX_BEAM_SIZE` (`argparse` type)."""
+    sizes = []
+    for part in text.split(","):
+        try:
+            size = int(part)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= MAX_BEAM_SIZE:
+            raise argparse.ArgumentTypeError(
+                f"must be ints from 1 to {MAX_BEAM_SIZE} separated by commas, got {text!r}"
+            )
+        sizes.append(size)
+    return tuple(sorted(set(sizes)))
 
 
 def _log_to_stderr():

@@ -15,7 +15,12 @@ docs/serving.md.
 from keras_transformer.serving.app import ServerState, Settings, create_app
 from keras_transformer.serving.batching import Batcher, Job, SearchOptions
 from keras_transformer.serving.limits import ApiKeys, RateLimiter
-from keras_transformer.serving.models import ModelSpec, ServedModel, parse_model_spec
+from keras_transformer.serving.models import (
+    ModelSpec,
+    SearchPolicy,
+    ServedModel,
+    parse_model_spec,
+)
 from keras_transformer.serving.server import ServeError, serve
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "ModelSpec",
     "RateLimiter",
     "SearchOptions",
+    "SearchPolicy",
     "ServeError",
     "ServedModel",
     "ServerState",

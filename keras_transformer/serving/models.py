@@ -85,10 +85,12 @@ def served_version(path):
     return location.path, location.version
 
 
-def warm(engine, max_batch_sentences, warmup="default"):
+def warm(engine, max_batch_sentences, warmup="default", extra_searches=()):
     """Runs the searches a served engine compiles, so that no request pays a compilation:
     the engine's `warmup_requests(max_batch_sentences)` (`keras_transformer.translation.
-    Engine`), the target-prefix ones only with `warmup="full"`.
+    Engine`), the target-prefix ones only with `warmup="full"`; each of its default-search
+    calls again with each of `extra_searches` (`SearchOptions` fields as dicts: the other
+    beam sizes and the sampling searches a server allows, `SearchPolicy.extra_searches`).
 
     A Keras `Translator` on TensorFlow or JAX compiles one search per (source bucket, padded
     batch size): it translates one batch of each, with 1, 2, 4, ... sentences up to
@@ -106,9 +108,83 @@ def warm(engine, max_batch_sentences, warmup="default"):
         for request in engine.warmup_requests(max_batch_sentences)
         if request.prefixes is None or warmup == "full"
     ]
-    for request in requests:
-        engine.run(request.sentences, request.options, request.prefixes)
-    return len(requests)
+    calls = [(request.options, request) for request in requests]
+    for fields in extra_searches:
+        calls += [
+            (dataclasses.replace(request.options, **fields), request)
+            for request in requests
+            if request.options.num_hypotheses is None  # Not the n-best call: same searches.
+        ]
+    for options, request in calls:
+        engine.run(request.sentences, options, request.prefixes)
+    return len(calls)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchPolicy:
+    """The searches a server runs: which ones its clients may ask for.
+
+    Each beam size and each sampling search is a program a compiled engine (the Keras
+    `Translator` on TensorFlow or JAX) compiles for every shape, in seconds and megabytes
+    that are never given back; a server that compiled whatever a client asked could be made
+    to compile forever. So the operator names them (`serve --beam-sizes`, `--sampling`), the
+    warm-up compiles them, and a request for any other is a 400 naming the allowed ones.
+    Sampling's values (top-k, top-p, temperature) are inputs of the compiled search, not new
+    programs (`keras_transformer.generation.Generator.function`).
+
+    Attributes:
+        beam_sizes: tuple of int. Beam sizes allowed besides each model's own (always
+            allowed). Defaults to `()`: the model's own only.
+        sampling: bool. Allow sampling (`sampling_topk`, `sampling_topp`,
+            `sampling_temperature`). Defaults to `False`.
+    """
+
+    beam_sizes: tuple = ()
+    sampling: bool = False
+
+    def allowed_beam_sizes(self, engine):
+        """The beam sizes a request may ask of `engine`, sorted."""
+        return tuple(sorted({engine.beam_size or 1, *self.beam_sizes}))
+
+    def check(self, engine, options):
+        """Raises a `ValueError` naming the option and what is allowed unless the policy
+        allows the search of `options` (`SearchOptions`) on `engine`."""
+        if options.sampling:
+            if not self.sampling:
+                raise ValueError(
+                    "sampling (sampling_topk, sampling_topp, sampling_temperature) is off on "
+                    "this server (`serve --sampling` turns it on). Received: "
+                    + _sampling_fields(options)
+                )
+            if options.beam_size in (None, 1):
+                return
+        beam_size = options.beam_size
+        allowed = self.allowed_beam_sizes(engine)
+        if beam_size is not None and beam_size not in allowed:
+            raise ValueError(
+                f"beam_size must be one of {', '.join(map(str, allowed))} on this server "
+                f"(`serve --beam-sizes` names the others). Received: beam_size={beam_size}"
+            )
+
+    def extra_searches(self, engine):
+        """The searches to warm up besides the engine's default one (`warm`'s
+        `extra_searches`): each other allowed beam size, then sampling's two programs
+        (temperature only; a top-k or top-p cut)."""
+        searches = [
+            {"beam_size": size}
+            for size in self.allowed_beam_sizes(engine)
+            if size != (engine.beam_size or 1)
+        ]
+        if self.sampling and engine.capabilities.sampling:
+            searches += [{"sampling_temperature": 1.0}, {"sampling_topk": 2}]
+        return searches
+
+
+def _sampling_fields(options):
+    names = ("sampling_topk", "sampling_topp", "sampling_temperature")
+    return ", ".join(
+        f"{name}={getattr(options, name)}" for name in names if getattr(options, name) is not None
+    )
 
 
 class ServedModel:
@@ -121,10 +197,21 @@ class ServedModel:
         warmup: one of `WARMUPS`. Defaults to `"default"`.
         log: callable `(str)`, for the version changes. Defaults to `None`: the
             `keras_transformer.serving` logger.
+        policy: `SearchPolicy`. The searches clients may ask for (warmed up too). Defaults
+            to `None`: `SearchPolicy()`, the model's own beam size, no sampling.
     """
 
-    def __init__(self, spec, engine=None, max_batch_sentences=32, warmup="default", log=None):
+    def __init__(
+        self,
+        spec,
+        engine=None,
+        max_batch_sentences=32,
+        warmup="default",
+        log=None,
+        policy=None,
+    ):
         self.spec = spec
+        self.policy = policy or SearchPolicy()
         self.engine_name = engine
         self.max_batch_sentences = max_batch_sentences
         self.warmup = warmup
@@ -146,7 +233,7 @@ class ServedModel:
 
     def warm_up(self):
         """Warms the engine being served; returns the number of warm-up calls."""
-        calls = warm(self.engine, self.max_batch_sentences, self.warmup)
+        calls = self._warm(self.engine)
         self.warm = True
         return calls
 
@@ -159,8 +246,14 @@ class ServedModel:
         return self.engine.concurrency
 
     def check_options(self, options):
-        """Raises a `ValueError` naming the option unless the engine can run that search."""
+        """Raises a `ValueError` naming the option unless the server allows that search
+        (`policy`) and the engine can run it."""
+        self.policy.check(self.engine, options)
         self.engine.check(options)
+
+    def _warm(self, engine):
+        extra = self.policy.extra_searches(engine)
+        return warm(engine, self.max_batch_sentences, self.warmup, extra)
 
     def translate(self, sentences, prefixes, options):
         """The engine's results for one batch (`Batcher`'s `translate`): the engine being
@@ -184,7 +277,7 @@ class ServedModel:
             try:
                 engine = open_engine(location)
                 started = time.perf_counter()
-                calls = warm(engine, self.max_batch_sentences, self.warmup)
+                calls = self._warm(engine)
             except Exception as error:  # A bad version never stops the served one.
                 self.log(
                     f"{self.spec.name}: version {version} ({directory}) failed to load, still "
