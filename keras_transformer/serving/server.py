@@ -187,7 +187,12 @@ def _watch(state, poll_seconds, stop):
         if state.status == "draining":
             return
         for model in state.models:
-            if model.update() is not None:
+            try:
+                updated = model.update()
+            except Exception:  # The watch outlives a base path that cannot be read this once.
+                LOG.exception("%s: checking for a newer version failed", model.spec.name)
+                continue
+            if updated is not None:
                 state.metrics.version.labels(model.spec.name).set(model.version)
 
 
