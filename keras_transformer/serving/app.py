@@ -129,6 +129,10 @@ class Settings:
         body_timeout: float. Most seconds between two reads of a request body (408 and
             closed beyond).
         max_connections: int. Most open connections; a new one past it is answered 503.
+        forwarded_allow_ips: tuple of str. The proxies (addresses, networks, `"*"`) whose
+            `X-Forwarded-For` and `X-Forwarded-Proto` headers name the client and scheme
+            (uvicorn's `forwarded_allow_ips`); empty: none, the headers are ignored and a
+            client is the address that connected.
     """
 
     char_limit: int = 5000
@@ -148,6 +152,7 @@ class Settings:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 1000
+    forwarded_allow_ips: tuple = ()
 
 
 class ServerState:
