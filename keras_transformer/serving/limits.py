@@ -43,6 +43,10 @@ MAX_TRACKED_CLIENTS = 100_000
 MAX_CLIENT_LENGTH = 100
 # How often a key file is checked for a change (seconds; its size, times and inode).
 KEY_FILE_CHECK_SECONDS = 1.0
+# A key file that ends in the middle of a line, where the one read before ended each line, is
+# taken only once its modification time is this many seconds old: until then it may be a file
+# read while it was written.
+KEY_FILE_SETTLE_SECONDS = 2.0
 # A key: printable ASCII without spaces, up to this long.
 MAX_KEY_LENGTH = 256
 WINDOW_SECONDS = 60.0
@@ -86,7 +90,9 @@ class ApiKeys:
         self._checked = self._clock()
         self._signature = None  # The file's (device, inode, size, mtime) when it was read,
         self._whole = True  # and whether its last line ended with a newline.
-        self._refused = None  # The signature of a file that was not taken (logged once).
+        self._refused = None  # The signature of a file that was not taken (logged once),
+        self._unsettled = None  # and of one that ends mid-line, written just now.
+        self.settle_seconds = KEY_FILE_SETTLE_SECONDS
         self._lock = threading.Lock()
 
     def __len__(self):
@@ -105,9 +111,11 @@ class ApiKeys:
     def refresh(self):
         """Reads the key file again if it changed (its device, inode, size or modification
         time) since it was read, looking at most once per `check_seconds`. The new keys
-        replace the old ones at once, as a whole; a file that cannot be read or parsed, holds
-        no key, or ends in the middle of a line where the one read before did not (written
-        while it was read) keeps the old keys, and is logged once.
+        replace the old ones at once, as a whole; a file that cannot be read or parsed, or
+        holds no key, keeps the old keys until it changes, and is logged once. One that ends
+        in the middle of a line where the one read before did not (maybe read while it was
+        written) keeps the old keys until its modification time is `KEY_FILE_SETTLE_SECONDS`
+        old.
 
         Returns:
             bool, whether the keys were replaced.
@@ -123,8 +131,6 @@ class ApiKeys:
                 return False
             try:
                 limits, signature, whole = _read_key_file(self.path)
-                if self._whole and not whole:
-                    raise ValueError("its last line is cut (half-written?)")
             except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError.
                 self._refused = signature
                 LOG.warning(
@@ -133,6 +139,18 @@ class ApiKeys:
                     len(self._limits),
                     " ".join(str(error).split())[:300],
                 )
+                return False
+            if self._whole and not whole and time.time() - signature[3] / 1e9 < self.settle_seconds:
+                # Its last line cut, and written just now: maybe still being written. Looked
+                # at again at the next check; taken once it stays so for `settle_seconds`.
+                if signature != self._unsettled:
+                    self._unsettled = signature
+                    LOG.warning(
+                        "API keys: %s ends in the middle of a line (still being written?): "
+                        "still using the %d keys read before for now",
+                        self.path,
+                        len(self._limits),
+                    )
                 return False
             old = self._limits
             new = {_digest(key): limit for key, limit in limits.items()}

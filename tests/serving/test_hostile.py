@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -191,8 +192,8 @@ def test_keys_are_revoked_and_added_without_a_restart(serve, tmp_path, caplog):
         assert len(reloaded) == 1 and "2 keys (1 added, 1 removed, 1 limits changed)" in reloaded[0]
         assert "gamma" not in reloaded[0]  # Keys are never logged.
         caplog.clear()
-        # Truncated in place (an editor or `>` before it writes), then half a line written,
-        # then a malformed line: each keeps the keys read before, and is logged once.
+        # Truncated in place (an editor or `>` before it writes), then half a line written
+        # just now, then a malformed line: each keeps the keys read before, logged once.
         for broken in ("", "beta-key-2\ngamma-k", "beta-key-2\ngamma-key-3 many\n"):
             with open(path, "w", encoding="utf-8") as file:
                 file.write(broken)
@@ -200,6 +201,12 @@ def test_keys_are_revoked_and_added_without_a_restart(serve, tmp_path, caplog):
             assert statuses == [200, 200] and translate(url, api_key="gamma-k") == 403
         kept = [r.getMessage() for r in caplog.records]
         assert len(kept) == 3 and all("still using the 2 keys read before" in m for m in kept)
+        # A file without its last newline, unchanged for 2 s (here: its time set 10 s back),
+        # is taken as it is.
+        write(path, "beta-key-2\ngamma-k")
+        past = time.time() - 10
+        os.utime(path, (past, past))
+        assert [translate(url, api_key=k) for k in ("gamma-k", "gamma-key-3")] == [200, 403]
         write(path, "delta-key-4\n")
         assert [translate(url, api_key=k) for k in ("beta-key-2", "delta-key-4")] == [403, 200]
 
