@@ -8,6 +8,7 @@ keras-transformer serve --model es:en=exported/es-en --model en:es=exported/en-e
 """
 
 import argparse
+import ipaddress
 import logging
 
 from keras_transformer.cli.common import (
@@ -101,7 +102,19 @@ def add_serve_parser(subparsers):
         metavar="FILE",
         default=None,
         help="a file of API keys, one a line, each optionally followed by its requests per "
-        "minute; /translate then needs one (403)",
+        "minute; /translate then needs one (403). Read again within a second of a change "
+        "(keys revoked or added without a restart); a file that does not parse keeps the "
+        "keys read before",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        type=forwarded_allow_ips,
+        default=(),
+        metavar="IPS",
+        help="comma-separated addresses or networks of the reverse proxies whose "
+        "X-Forwarded-For (the client, for --req-limit) and X-Forwarded-Proto are trusted, e.g. "
+        "127.0.0.1 for a proxy on this machine; '*' trusts anyone (only where no client can "
+        "reach the server but through the proxy). Default: none, the headers are ignored",
     )
     parser.add_argument(
         "--cors-origin",
@@ -203,6 +216,37 @@ def add_serve_parser(subparsers):
     return parser
 
 
+def forwarded_allow_ips(text):
+    """`--forwarded-allow-ips`: a tuple of IP addresses and networks (`10.0.0.0/8`), or
+    `("*",)`; refuses anything else with the item named.
+
+    Example:
+
+    >>> forwarded_allow_ips("127.0.0.1, ::1,10.1.0.0/16")
+    ('127.0.0.1', '::1', '10.1.0.0/16')
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["*"]:
+        return ("*",)
+    trusted = []
+    for item in items:
+        try:
+            if "/" in item:
+                trusted.append(str(ipaddress.ip_network(item, strict=False)))
+            else:
+                trusted.append(str(ipaddress.ip_address(item)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                "expected comma-separated IP addresses or networks (10.0.0.0/8), or '*'. "
+                f"Received: {item[:100]!r}"
+            ) from None
+    if not trusted:
+        raise argparse.ArgumentTypeError(
+            f"expected at least one IP address or network. Received: {text[:100]!r}"
+        )
+    return tuple(trusted)
+
+
 def run_serve(args):
     """Handler of `serve`: returns the exit status (0 after a drain, 2 when it cannot start)."""
     # Starlette, uvicorn and the engines' framework: only once the command runs.
@@ -243,6 +287,7 @@ def run_serve(args):
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         max_connections=args.max_connections,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     policy = SearchPolicy(beam_sizes=args.beam_sizes, sampling=args.sampling)
     models = [

@@ -17,7 +17,10 @@ health, metrics and OpenAPI endpoints and the web page.
 
 Errors are `{"error": message}` with LibreTranslate's status codes: 400 bad request, 403 bad or
 missing key (when keys are configured; `/detect` too), 413 too large, 429 too many requests,
-503 overloaded (queue full, time limit, warming, draining), 500 when the engine fails.
+503 overloaded (queue full, time limit, warming, draining), 500 when the engine fails. Every
+answer of 400 or more is such a JSON body (`JsonErrors` rewrites the plain-text ones of
+Starlette and its middleware), its message at most `MAX_ERROR_CHARACTERS` long (a request's
+path quoted in it at most `MAX_QUOTED_PATH`).
 """
 
 import asyncio
@@ -28,6 +31,7 @@ import logging
 import time
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -97,6 +101,12 @@ ROUTE_TABLE = (
     ("/spec", lambda state: _openapi(state), ("GET",)),
 )
 ROUTES = tuple(path for path, _, _ in ROUTE_TABLE)
+# The longest error message answered (a longer one is cut, saying so), and the longest part of
+# a request's path an error quotes: a 60,000-character path gets a short 404.
+MAX_ERROR_CHARACTERS = 1000
+MAX_QUOTED_PATH = 200
+# Bytes of a plain-text error body that `JsonErrors` reads to quote; the rest is discarded.
+MAX_TEXT_ERROR_BYTES = 4096
 
 
 @dataclasses.dataclass
@@ -129,6 +139,10 @@ class Settings:
         body_timeout: float. Most seconds between two reads of a request body (408 and
             closed beyond).
         max_connections: int. Most open connections; a new one past it is answered 503.
+        forwarded_allow_ips: tuple of str. The proxies (addresses, networks, `"*"`) whose
+            `X-Forwarded-For` and `X-Forwarded-Proto` headers name the client and scheme
+            (uvicorn's `forwarded_allow_ips`); empty: none, the headers are ignored and a
+            client is the address that connected.
     """
 
     char_limit: int = 5000
@@ -148,6 +162,7 @@ class Settings:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 1000
+    forwarded_allow_ips: tuple = ()
 
 
 class ServerState:
@@ -260,11 +275,18 @@ def create_app(state):
     settings = state.settings
     file_body = settings.file_limit + FORM_OVERHEAD  # The file and the form's other fields.
     app = BodyLimit(app, settings.body_limit, {"/translate_file": file_body})
-    return AccessLog(app, state.metrics)
+    return AccessLog(JsonErrors(app), state.metrics)
+
+
+def bounded(text, most=MAX_ERROR_CHARACTERS):
+    """`text` if at most `most` characters long, else its start and how long it was."""
+    if len(text) <= most:
+        return text
+    return f"{text[:most]}... (cut: {len(text):,} characters)"
 
 
 def error_response(status, message, headers=None):
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return JSONResponse({"error": bounded(message)}, status_code=status, headers=headers)
 
 
 async def _api_error(request, error):
@@ -272,11 +294,12 @@ async def _api_error(request, error):
 
 
 async def _not_found(request, error):
-    return error_response(404, f"Not found: {request.url.path}")
+    return error_response(404, f"Not found: {bounded(request.url.path, MAX_QUOTED_PATH)}")
 
 
 async def _not_allowed(request, error):
-    return error_response(405, f"Method not allowed: {request.method} {request.url.path}")
+    path = bounded(request.url.path, MAX_QUOTED_PATH)
+    return error_response(405, f"Method not allowed: {request.method} {path}")
 
 
 async def _read_fields(request, body_limit):
@@ -284,7 +307,10 @@ async def _read_fields(request, body_limit):
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     try:
         if content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            form = await request.form()
+            try:
+                form = await request.form()
+            except HTTPException as error:  # A malformed form, or more than 1,000 fields.
+                raise ApiError(400, f"Invalid request: {error.detail}") from None
             fields = {key: form.getlist(key) for key in form.keys()}
             if any(not isinstance(value, str) for values in fields.values() for value in values):
                 raise ApiError(400, "Invalid request: files are not accepted, only text fields")
@@ -572,6 +598,72 @@ def _page():
         return HTMLResponse(page)
 
     return index
+
+
+class JsonErrors:
+    """ASGI middleware: an answer of status 400 or more that is not JSON (Starlette's own
+    plain-text ones: a malformed form, a refused CORS preflight, its 500 of an unexpected
+    error) is sent as `{"error": its text}`, the text's first `MAX_TEXT_ERROR_BYTES` bytes
+    at most; its other headers are kept. JSON answers pass as they are."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, text, done, started = None, bytearray(), False, False
+
+        async def json_send(message):
+            nonlocal start, done, started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = dict(message.get("headers", []))
+                content_type = headers.get(b"content-type", b"").split(b";")[0].strip()
+                if message["status"] < 400 or content_type == b"application/json":
+                    await send(message)
+                else:
+                    start = message  # Held until its body is read.
+                return
+            if start is None or message["type"] != "http.response.body" or done:
+                await send(message)
+                return
+            room = MAX_TEXT_ERROR_BYTES - len(text)
+            text.extend(message.get("body", b"")[: max(room, 0)])
+            if message.get("more_body", False):
+                return
+            done = True
+            message_text = bytes(text).decode("utf-8", "replace").strip()
+            body = json.dumps({"error": bounded(message_text or "Error")}).encode()
+            headers = [
+                (name, value)
+                for name, value in start.get("headers", [])
+                if name.lower() not in (b"content-type", b"content-length", b"transfer-encoding")
+            ]
+            headers += [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({**start, "headers": headers})
+            head = scope.get("method") == "HEAD"  # A HEAD answer carries no body.
+            await send({"type": "http.response.body", "body": b"" if head else body})
+
+        try:
+            await self.app(scope, receive, json_send)
+        except Exception:
+            if not started:  # Else uvicorn's plain-text 500; the error is still raised (logged).
+                await json_send(_plain_start(500))
+                await json_send({"type": "http.response.body", "body": b"Internal Server Error"})
+            raise
+
+
+def _plain_start(status):
+    return {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+    }
 
 
 class AccessLog:

@@ -12,13 +12,22 @@ minute; `#` starts a comment:
 b7c2aa54-batch-jobs             0
 ```
 
-`0` means no limit. Keys are compared by their SHA-256 digests, never logged.
+`0` means no limit. Keys are compared by their SHA-256 digests, never logged. The file is
+read again when it changes (`ApiKeys.refresh`, at most once a second): a key removed is refused
+and a key added is accepted without a restart; a file that cannot be read or parsed, or that
+reads as half-written, keeps the keys read before.
+
+A client without a key is counted by its address: the address that connected, or with
+trusted proxies (`Settings.forwarded_allow_ips`) the one the proxy names; an IPv6 client by
+its /64 network (`client_key`), so that one host cannot take a new count per address.
 """
 
 import collections
 import hashlib
+import ipaddress
 import json
 import logging
+import os
 import threading
 import time
 
@@ -26,9 +35,18 @@ from starlette.requests import ClientDisconnect
 
 from keras_transformer.serving.requests import ApiError
 
-# Who is remembered by the rate limiter at most (oldest forgotten first): a flood of new
-# addresses costs bounded memory.
+# Who is remembered by the rate limiter at most (the least recently seen forgotten first): a
+# flood of new addresses costs bounded memory. The addresses are those that connected (a TCP
+# handshake each: none can be made up), or those a trusted proxy names.
 MAX_TRACKED_CLIENTS = 100_000
+# The longest client name kept (a trusted proxy's header may name anything).
+MAX_CLIENT_LENGTH = 100
+# How often a key file is checked for a change (seconds; its size, times and inode).
+KEY_FILE_CHECK_SECONDS = 1.0
+# A key file that ends in the middle of a line, where the one read before ended each line, is
+# taken only once its modification time is this many seconds old: until then it may be a file
+# read while it was written.
+KEY_FILE_SETTLE_SECONDS = 2.0
 # A key: printable ASCII without spaces, up to this long.
 MAX_KEY_LENGTH = 256
 WINDOW_SECONDS = 60.0
@@ -54,52 +72,101 @@ def _digest(key):
 
 class ApiKeys:
     """The API keys of a key file and each one's requests per minute (`None`: the server's
-    default limit; `0`: none).
+    default limit; `0`: none), read again when the file changes.
 
     Args:
         limits: dict `{key: requests per minute or None}`.
+        path: str or `None`. The key file, for `refresh`. Defaults to `None` (no file).
+        check_seconds: float. Least seconds between two looks at the file. Defaults to
+            `KEY_FILE_CHECK_SECONDS`.
+        clock: callable `() -> float` of seconds. Defaults to `time.monotonic`.
     """
 
-    def __init__(self, limits):
+    def __init__(self, limits, path=None, check_seconds=KEY_FILE_CHECK_SECONDS, clock=None):
         self._limits = {_digest(key): limit for key, limit in limits.items()}
+        self.path = path
+        self.check_seconds = check_seconds
+        self._clock = clock or time.monotonic
+        self._checked = self._clock()
+        self._signature = None  # The file's (device, inode, size, mtime) when it was read,
+        self._whole = True  # and whether its last line ended with a newline.
+        self._refused = None  # The signature of a file that was not taken (logged once),
+        self._unsettled = None  # and of one that ends mid-line, written just now.
+        self.settle_seconds = KEY_FILE_SETTLE_SECONDS
+        self._lock = threading.Lock()
 
     def __len__(self):
         return len(self._limits)
 
     @classmethod
-    def from_file(cls, path):
-        """Reads a key file (see the module docstring). Raises `OSError` when it cannot be
-        read and `ValueError` naming the line when a line is malformed or a key repeats."""
-        limits = {}
-        with open(path, encoding="utf-8") as file:
-            for number, line in enumerate(file, 1):
-                fields = line.split("#", 1)[0].split()
-                if not fields:
-                    continue
-                where = f"{path}, line {number}"
-                if len(fields) > 2:
-                    raise ValueError(
-                        f"{where}: expected `KEY [REQUESTS_PER_MINUTE]`, got {len(fields)} fields"
+    def from_file(cls, path, check_seconds=KEY_FILE_CHECK_SECONDS, clock=None):
+        """Reads a key file (see the module docstring), watched by `refresh`. Raises `OSError`
+        when it cannot be read and `ValueError` naming the line when a line is malformed or a
+        key repeats."""
+        limits, signature, whole = _read_key_file(path)
+        keys = cls(limits, path=path, check_seconds=check_seconds, clock=clock)
+        keys._signature, keys._whole = signature, whole
+        return keys
+
+    def refresh(self):
+        """Reads the key file again if it changed (its device, inode, size or modification
+        time) since it was read, looking at most once per `check_seconds`. The new keys
+        replace the old ones at once, as a whole; a file that cannot be read or parsed, or
+        holds no key, keeps the old keys until it changes, and is logged once. One that ends
+        in the middle of a line where the one read before did not (maybe read while it was
+        written) keeps the old keys until its modification time is `KEY_FILE_SETTLE_SECONDS`
+        old.
+
+        Returns:
+            bool, whether the keys were replaced.
+        """
+        if self.path is None or self._clock() - self._checked < self.check_seconds:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # Another thread is at it.
+        try:
+            self._checked = self._clock()
+            signature = _signature(self.path)
+            if signature in (self._signature, self._refused):
+                return False
+            try:
+                limits, signature, whole = _read_key_file(self.path)
+            except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError.
+                self._refused = signature
+                LOG.warning(
+                    "API keys: %s not read again, still using the %d keys read before: %s",
+                    self.path,
+                    len(self._limits),
+                    " ".join(str(error).split())[:300],
+                )
+                return False
+            if self._whole and not whole and time.time() - signature[3] / 1e9 < self.settle_seconds:
+                # Its last line cut, and written just now: maybe still being written. Looked
+                # at again at the next check; taken once it stays so for `settle_seconds`.
+                if signature != self._unsettled:
+                    self._unsettled = signature
+                    LOG.warning(
+                        "API keys: %s ends in the middle of a line (still being written?): "
+                        "still using the %d keys read before for now",
+                        self.path,
+                        len(self._limits),
                     )
-                key = fields[0]
-                if len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
-                    raise ValueError(
-                        f"{where}: a key is printable ASCII of at most {MAX_KEY_LENGTH} characters"
-                    )
-                if key in limits:
-                    raise ValueError(f"{where}: this key was given before")
-                limit = None
-                if len(fields) == 2:
-                    if not fields[1].isdigit():
-                        raise ValueError(
-                            f"{where}: the requests per minute must be an int >= 0. "
-                            f"Received: {fields[1][:40]!r}"
-                        )
-                    limit = int(fields[1])
-                limits[key] = limit
-        if not limits:
-            raise ValueError(f"{path}: no API key in the file")
-        return cls(limits)
+                return False
+            old = self._limits
+            new = {_digest(key): limit for key, limit in limits.items()}
+            self._limits, self._signature, self._whole = new, signature, whole
+            self._refused = None
+            LOG.warning(
+                "API keys: read %s again: %d keys (%d added, %d removed, %d limits changed)",
+                self.path,
+                len(new),
+                len(new.keys() - old.keys()),
+                len(old.keys() - new.keys()),
+                sum(old[key] != new[key] for key in new.keys() & old.keys()),
+            )
+            return True
+        finally:
+            self._lock.release()
 
     def known(self, key):
         """Whether `key` (str or `None`) is a key of the file."""
@@ -107,8 +174,78 @@ class ApiKeys:
 
     def limit(self, key, default):
         """The requests per minute of a known `key` (`default` where its line gives none)."""
-        limit = self._limits[_digest(key)]
+        limit = self._limits.get(_digest(key))
         return default if limit is None else limit
+
+
+def _signature(path):
+    """`(device, inode, size, modification time in ns)` of `path`, or the error's name."""
+    try:
+        stat = os.stat(path)
+    except OSError as error:
+        return (type(error).__name__,)
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _read_key_file(path):
+    """`(limits, signature, whole)` of a key file: `{key: requests per minute or None}`, the
+    file's `_signature` when it was opened, and whether it ends with a newline (or is
+    blank). Raises `OSError` or `ValueError` naming the line."""
+    with open(path, encoding="utf-8") as file:
+        stat = os.fstat(file.fileno())
+        signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        text = file.read()
+    limits = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        where = f"{path}, line {number}"
+        if len(fields) > 2:
+            raise ValueError(
+                f"{where}: expected `KEY [REQUESTS_PER_MINUTE]`, got {len(fields)} fields"
+            )
+        key = fields[0]
+        if len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+            raise ValueError(
+                f"{where}: a key is printable ASCII of at most {MAX_KEY_LENGTH} characters"
+            )
+        if key in limits:
+            raise ValueError(f"{where}: this key was given before")
+        limit = None
+        if len(fields) == 2:
+            if not fields[1].isdigit():
+                raise ValueError(
+                    f"{where}: the requests per minute must be an int >= 0. "
+                    f"Received: {fields[1][:40]!r}"
+                )
+            limit = int(fields[1])
+        limits[key] = limit
+    if not limits:
+        raise ValueError(f"{path}: no API key in the file")
+    return limits, signature, text.endswith("\n") or not text.strip()
+
+
+def client_key(host):
+    """The rate limiter's name of a client address: an IPv4 address (IPv4-mapped IPv6 too) as
+    is, an IPv6 address by its /64 network (one host usually has a whole /64: per address, it
+    could take any number of counts), anything else (a name a trusted proxy sent) cut to
+    `MAX_CLIENT_LENGTH` characters.
+
+    Example:
+
+    >>> client_key("2001:db8::1"), client_key("::ffff:10.0.0.1")
+    ('2001:db8::/64', '10.0.0.1')
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return str(host)[:MAX_CLIENT_LENGTH]
+    if address.version == 6:
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
+    return str(address)
 
 
 def admit(settings, limiter, client, api_key):
@@ -119,20 +256,22 @@ def admit(settings, limiter, client, api_key):
     Args:
         settings: `app.Settings`.
         limiter: `RateLimiter`.
-        client: str. The client's address.
+        client: str. The client's address (`client_key` names it).
         api_key: str or `None`. The request's key.
 
     Raises:
         ApiError: 403 or 429.
     """
     limit = settings.req_limit
+    client = client_key(client)
     if settings.api_keys is not None:
+        settings.api_keys.refresh()  # Revoked and added keys count from the next request.
         if not api_key:
             raise ApiError(403, "Please contact the server operator to get an API key")
         if not settings.api_keys.known(api_key):
             raise ApiError(403, "Invalid API key")
         limit = settings.api_keys.limit(api_key, settings.req_limit)
-        client = "key:" + api_key
+        client = "key:" + _digest(api_key)
     if not limiter.allow(client, limit):
         raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": "60"})
 
@@ -330,6 +469,12 @@ class ConnectionLimits:
                 type(self)._refused_draining -= 1
             return
         super().connection_lost(exc)
+
+    def send_400_response(self, msg):
+        """uvicorn's answer to a request h11 cannot parse (a malformed line or header, a head
+        larger than h11's bound), as `{"error": ...}` like every other error."""
+        self._raw_transport.write(_answer(400, "Bad Request", msg))
+        self.transport.close()
 
     def pause_writing(self):
         if not self._refused:

@@ -8,18 +8,22 @@ version directories (as `export --version N` writes them) serves its highest ver
 `ServedModel` that watches it loads, warms and switches to a newer version when one appears,
 while the old one answers the batches already under way (as TensorFlow Serving does).
 Version directories are written under a temporary name and renamed when complete
-(`keras_transformer.export.versions`), so a version that appears is whole.
+(`keras_transformer.export.versions`), so a version that appears is whole; one copied into
+place (`cp -r`, `rsync`) is tried only once its listing (`version_listing`) has stayed the
+same for one poll, and one that failed is tried again when its listing changes.
 """
 
 import dataclasses
 import logging
+import os
 import re
 import threading
 import time
 
 from keras_transformer.engines.loading import open_engine
-from keras_transformer.engines.location import locate
+from keras_transformer.engines.location import Location, detect_engine, locate
 from keras_transformer.engines.names import WARMUPS  # noqa: F401 (`--warmup`'s choices)
+from keras_transformer.export.versions import latest_version
 
 # `es:en=PATH`: a language pair, then the path. Codes as LibreTranslate's (`en`, `pt-BR`,
 # `zh-Hans`): a letter, then letters, digits, `-` or `_`.
@@ -83,6 +87,27 @@ def served_version(path):
     `None` for a path that is no base path of numbered versions (or a hub handle)."""
     location = locate(path, "keras", fetch=False)  # The engine does not change the version.
     return location.path, location.version
+
+
+def version_listing(directory):
+    """What a version directory holds, to tell a version still being copied from a finished
+    one: the sorted `(relative path, size, modification time in ns)` of every file and
+    directory under it (links not followed), or `None` when it cannot be listed (something
+    vanished while it was walked: a copy or a rename under way)."""
+    entries = []
+    try:
+        for root, directories, files in os.walk(directory, onerror=_raise):
+            for name in directories + files:
+                path = os.path.join(root, name)
+                stat = os.lstat(path)
+                entries.append((os.path.relpath(path, directory), stat.st_size, stat.st_mtime_ns))
+    except OSError:
+        return None
+    return tuple(sorted(entries))
+
+
+def _raise(error):
+    raise error
 
 
 def warm(engine, max_batch_sentences, warmup="default", extra_searches=()):
@@ -220,7 +245,10 @@ class ServedModel:
         self.version = None
         self.directory = None
         self.warm = False
-        self._failed = None  # A version that failed to load: not tried again.
+        # `(version, listing)` of the newest version seen at the last poll, and of the last
+        # one that failed to load (not tried again while its listing stays the same).
+        self._seen = None
+        self._failed = None
         self._lock = threading.Lock()  # One load at a time (start-up, the watch).
 
     def load(self):
@@ -261,30 +289,42 @@ class ServedModel:
         return self.engine.run(sentences, options, prefixes)
 
     def update(self):
-        """Loads, warms and serves a newer version of a base path, if one appeared.
+        """Loads, warms and serves a newer version of a base path, once it is complete.
+
+        A version newer than the served one is tried once its `version_listing` is the same
+        at two polls in a row (a copy still arriving changes it); one that failed to load is
+        not tried again until its listing changes (then stays the same for a poll).
 
         Returns:
-            The new version number, or `None` when there is none (or it failed to load: the
-            error is logged and the served version stays).
+            The new version number, or `None` when there is none (or it is still changing,
+            or it failed to load: the error is logged once and the served version stays).
         """
         if self.version is None:
             return None
-        location = locate(self.spec.path, self.engine_name, fetch=False)
-        directory, version = location.path, location.version
-        if version is None or version <= self.version or version == self._failed:
+        directory = latest_version(self.spec.path)
+        if directory == os.fspath(self.spec.path):
             return None
+        version = int(os.path.basename(directory))
+        if version <= self.version:
+            return None
+        seen, self._seen = self._seen, (version, version_listing(directory))
+        if self._seen != seen or self._seen[1] is None or self._seen == self._failed:
+            return None  # New or changed since the last poll, or failed as it is.
         with self._lock:
             try:
+                location = Location(
+                    directory, self.engine_name or detect_engine(directory), version
+                )
                 engine = open_engine(location)
                 started = time.perf_counter()
                 calls = self._warm(engine)
             except Exception as error:  # A bad version never stops the served one.
                 self.log(
                     f"{self.spec.name}: version {version} ({directory}) failed to load, still "
-                    f"serving version {self.version}: {type(error).__name__}: "
-                    + " ".join(str(error).split())[:500]
+                    f"serving version {self.version} (tried again when its files change): "
+                    f"{type(error).__name__}: " + " ".join(str(error).split())[:500]
                 )
-                self._failed = version
+                self._failed = self._seen
                 return None
             previous = self.version
             self.engine, self.directory, self.version = engine, directory, version

@@ -72,7 +72,11 @@ class _Server(uvicorn.Server):
 
 def uvicorn_config(app, settings):
     """uvicorn's configuration of the server of `app` (ASGI) with `settings` (`app.Settings`):
-    its h11 protocol with `limits.ConnectionLimits`, no lifespan, no uvicorn access log."""
+    its h11 protocol with `limits.ConnectionLimits`, no lifespan, no uvicorn access log, and
+    `X-Forwarded-For` honoured from `settings.forwarded_allow_ips` only (uvicorn trusts
+    127.0.0.1 by default, which let any local process, or a proxy passing the header through,
+    pick its own `--req-limit` bucket)."""
+    trusted = list(settings.forwarded_allow_ips)
     return uvicorn.Config(
         app,
         # h11 (uvicorn's own), not httptools even where installed: the limits are written for it.
@@ -84,6 +88,8 @@ def uvicorn_config(app, settings):
         lifespan="off",
         timeout_graceful_shutdown=settings.timeout + 30,
         timeout_keep_alive=5,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted,  # Not None: uvicorn would read $FORWARDED_ALLOW_IPS.
     )
 
 
@@ -187,7 +193,12 @@ def _watch(state, poll_seconds, stop):
         if state.status == "draining":
             return
         for model in state.models:
-            if model.update() is not None:
+            try:
+                updated = model.update()
+            except Exception:  # The watch outlives a base path that cannot be read this once.
+                LOG.exception("%s: checking for a newer version failed", model.spec.name)
+                continue
+            if updated is not None:
                 state.metrics.version.labels(model.spec.name).set(model.version)
 
 

@@ -425,7 +425,10 @@ def test_metrics_openapi_page_and_access_log(client, caplog):
     assert "keras_transformer_ready 1.0" in metrics
     document = client.get("/openapi.json").json()
     assert document["openapi"].startswith("3.") and set(document["paths"]) == set(ROUTES)
-    routed = {route.path for route in client.app.app.app.routes}
+    app = client.app
+    while not hasattr(app, "routes"):  # Through the middleware (access log, errors, body).
+        app = app.app
+    routed = {route.path for route in app.routes}
     assert routed == set(ROUTES)
     assert client.get("/spec").json() == document
     page = client.get("/")
