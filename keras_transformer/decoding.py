@@ -43,6 +43,9 @@ _INVALID_LOG_PROB = -1.0e7
 # Used to stop a hypothesis that has just produced the end token from staying alive. Lower
 # than any invalid hypothesis can drift to, so such a candidate never displaces one.
 _FORBIDDEN_LOG_PROB = -1.0e9
+# The smallest sampling temperature: float32 logits (tens at most) divided by it stay finite
+# (1e-300 was 0 in float32: a division by zero inside the compiled search).
+MIN_TEMPERATURE = 1e-6
 
 
 class BeamCache(NamedTuple):
@@ -75,7 +78,7 @@ class Sampling(NamedTuple):
     Attributes:
         top_k: int `>= 0`. Defaults to `0`: the whole vocabulary.
         top_p: float in `(0, 1]`. Defaults to `1.0`.
-        temperature: float `> 0`. Defaults to `1.0`.
+        temperature: float `>= MIN_TEMPERATURE` (1e-6). Defaults to `1.0`.
 
     A compiled caller may give scalar tensors instead (checked before, not here): one
     compiled search then serves every value (`keras_transformer.generation.Generator` does,
@@ -105,12 +108,11 @@ def check_sampling(sampling):
     if (
         isinstance(temperature, bool)
         or not isinstance(temperature, (int, float))
-        or not temperature > 0
-        or temperature == float("inf")
+        or not MIN_TEMPERATURE <= temperature < float("inf")
     ):
         raise ValueError(
-            "`sampling_temperature` must be a finite number > 0. "
-            f"Received: sampling_temperature={temperature!r}"
+            f"`sampling_temperature` must be a finite number >= {MIN_TEMPERATURE} (float32 "
+            f"logits divided by less overflow). Received: sampling_temperature={temperature!r}"
         )
     return Sampling(int(sampling.top_k), float(top_p), float(temperature))
 

@@ -211,7 +211,7 @@ class Translator(keras.Model, EngineBase):
                 line does. Defaults to `None`.
             sampling_topp: float in `(0, 1]`. Sample from the smallest set of most probable
                 tokens whose probabilities reach P (nucleus). Defaults to `None` (1.0).
-            sampling_temperature: float `> 0`. Divide the logits by T before sampling.
+            sampling_temperature: float `>= 1e-6`. Divide the logits by T before sampling.
                 Defaults to `None` (1.0).
             seed: int in `0 .. 2**31 - 1`. The seed of sampling: the same seed, sentences (in
                 the same order) and settings, `batch_size` included, give the same samples

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.decoding import Sampling, beam_search, greedy_search
+from keras_transformer.decoding import Sampling, beam_search, check_sampling, greedy_search
 
 PAD, END, START = 0, 1, 2
 VOCAB_SIZE = 8
@@ -145,5 +145,10 @@ def test_sampling_and_prefix_arguments_are_checked():
         )
     with pytest.raises(ValueError, match="seed"):
         greedy_search(next_logits, {}, starts, 3, END, sampling=Sampling(), seed=3)
+    # Below 1e-6 float32 logits divided by the temperature overflow (1e-300 is 0 in float32).
+    for temperature in (1e-300, 0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"sampling_temperature.*>= 1e-06"):
+            check_sampling(Sampling(temperature=temperature))
+    check_sampling(Sampling(temperature=1e-6))
     with pytest.raises(ValueError, match="prefix"):
         greedy_search(next_logits, {}, starts, 3, END, prefix=np.zeros((2, 4), "int32"))

@@ -82,29 +82,53 @@ def _string(fields, name, required=True):
     return value
 
 
+# The largest int a numeric field takes (a seed below 2**31, as the engines'; beam sizes and
+# counts are bounded further by what the server allows): past it, a 400, not an overflow.
+MAX_INT = 2**31 - 1
+
+
 def _number(fields, name, kind, minimum=None):
-    """An int or float field (a form's string read as one), or `None` when absent."""
+    """An int or float field (a form's string read as one), or `None` when absent. Any value
+    a client sends is checked without overflow (a 400-digit integer is a 400 naming it,
+    shortened)."""
     value = fields.get(name)
     if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
-            value = kind(value)
+            value = int(value) if kind is int else float(value)
         except ValueError:
             raise ApiError(
                 400, f"Invalid request: {name} must be a number. Received: {_short(value)}"
             ) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ApiError(400, f"Invalid request: {name} must be a number. Received: {_short(value)}")
-    if kind is int and not float(value).is_integer():
+    if isinstance(value, int):
+        if not -MAX_INT <= value <= MAX_INT:
+            raise ApiError(
+                400,
+                f"Invalid request: {name} must be at most {MAX_INT} in size. Received: "
+                + _short(str(value)),
+            )
+        value = float(value) if kind is float else value
+    elif not math.isfinite(value):
         raise ApiError(
-            400, f"Invalid request: {name} must be an integer. Received: {_short(value)}"
+            400, f"Invalid request: {name} must be a finite number. Received: {_short(value)}"
         )
-    value = kind(value)
-    if not math.isfinite(value) or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
+    elif kind is int:
+        if not value.is_integer():
+            raise ApiError(
+                400, f"Invalid request: {name} must be an integer. Received: {_short(value)}"
+            )
+        if abs(value) > MAX_INT:
+            raise ApiError(
+                400,
+                f"Invalid request: {name} must be at most {MAX_INT} in size. Received: {value}",
+            )
+        value = int(value)
+    if minimum is not None and value < minimum:
         raise ApiError(
-            400, f"Invalid request: {name} must be a finite number{bound}. Received: {value}"
+            400, f"Invalid request: {name} must be a finite number >= {minimum}. Received: {value}"
         )
     return value
 

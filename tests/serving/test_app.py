@@ -158,6 +158,30 @@ def test_alternatives_scores_prefix_truncation_and_auto(client):
             "beam_size must be an integer",
         ),
         ({"q": "x", "source": "es", "target": "en", "sampling_topp": "nan"}, 400, "finite number"),
+        # Numbers past any float: a 400 naming the field, the value shortened (a 500 with a
+        # logged OverflowError before).
+        (
+            {"q": "x", "source": "es", "target": "en", "beam_size": 10**400},
+            400,
+            "beam_size must be at most 2147483647 in size. Received: '1000000000000000",
+        ),
+        (
+            {"q": "x", "source": "es", "target": "en", "sampling_topp": 10**400},
+            400,
+            "sampling_topp must be at most 2147483647 in size",
+        ),
+        ({"q": "x", "source": "es", "target": "en", "seed": 1e300}, 400, "seed must be at most"),
+        ({"q": "x", "source": "es", "target": "en", "sampling_topp": "1e400"}, 400, "finite"),
+        (
+            {"q": "x", "source": "es", "target": "en", "beam_size": 5},
+            400,
+            "beam_size must be one of 4 on this server",
+        ),
+        (
+            {"q": "x", "source": "es", "target": "en", "sampling_temperature": 0.5},
+            400,
+            "sampling (sampling_topk, sampling_topp, sampling_temperature) is off",
+        ),
         (
             {"q": ["x"], "source": "es", "target": "en", "target_prefix": "p"},
             400,
