@@ -460,9 +460,7 @@ def run_translation(
             results.append([empty] if num_hypotheses is not None else empty)
         return results[0] if single else results
     prefixes = _prefix_ids(preprocessor, target_prefix, single, len(strings))
-    features = preprocessor.generate_preprocess(strings)
-    source_ids = features["encoder_inputs"].to_list()
-    empty, truncated = features["empty"].numpy(), features["truncated"].numpy()
+    source_ids, truncated, empty = preprocessor.encode_for_search(strings)
     lengths = {index: len(ids) for index, ids in enumerate(source_ids) if not empty[index]}
     found = {}  # index -> [(tokens, score[, attention])], best first
 
@@ -625,9 +623,7 @@ def run_scoring(preprocessor, sources, translations, score_batch, batch_size):
         )
     if not sources:
         return []
-    features = preprocessor.generate_preprocess(sources)
-    source_ids = features["encoder_inputs"].to_list()
-    truncated = features["truncated"].numpy()
+    source_ids, truncated, _ = preprocessor.encode_for_search(sources)
     targets = preprocessor.targets
     target_ids = targets.tokenize(translations).to_list()
     order = sorted(range(len(sources)), key=lambda index: (len(source_ids[index]), index))
@@ -802,5 +798,4 @@ def _detokenize(preprocessor, sequences):
     pad_id = preprocessor.targets.pad_id
     longest = max(1, max(len(tokens) for tokens in sequences))
     rows = [tokens + [pad_id] * (longest - len(tokens)) for tokens in sequences]
-    texts = preprocessor.generate_postprocess(rows).numpy()
-    return iter(text.decode("utf-8", "replace") for text in texts)
+    return iter(preprocessor.decode_for_search(rows))

@@ -479,11 +479,8 @@ def _search(
     seed=0,
 ):
     """The Translator's search of one batch, in `run_translation`'s terms (`search`)."""
-    import tensorflow as tf
-
     targets = translator.preprocessor.targets
-    ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
-    rows = translator.preprocessor.pad_batch(ragged, bucket).numpy()
+    rows = translator.preprocessor.pad_rows(source_ids, bucket)
     # The rows padding the batch (copies of its last source) stop after one token.
     limits = max_lengths + [1] * (len(rows) - len(source_ids))
     prefix, max_new_tokens = None, None
@@ -513,10 +510,7 @@ def _search(
 
 def _score_batch(translator, source_ids, target_ids):
     """The Translator's scores of one batch, in `run_scoring`'s terms (`score_batch`)."""
-    import tensorflow as tf
-
     preprocessor, targets = translator.preprocessor, translator.preprocessor.targets
-    ragged = tf.ragged.constant(source_ids, tf.int32, ragged_rank=1)
     longest = max(len(ids) for ids in target_ids) + 1
     boundaries = translator.bucket_boundaries
     # Padded to a bucket (or a multiple of the largest) to bound the compiled shapes.
@@ -528,7 +522,7 @@ def _score_batch(translator, source_ids, target_ids):
     length, width = translator._score_shape(
         bucket_length(max(map(len, source_ids)), boundaries), width
     )
-    rows = preprocessor.pad_batch(ragged, length).numpy()
+    rows = preprocessor.pad_rows(source_ids, length)
     decoder_inputs = np.zeros((len(rows), width), "int32")
     labels = np.zeros((len(rows), width), "int32")
     for row, ids in enumerate(target_ids):

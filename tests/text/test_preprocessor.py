@@ -52,6 +52,29 @@ def test_pad_batch_repeats_the_last_row_to_a_power_of_two(preprocessor, tokenize
     # Longest row 4 -> bucket 4; 3 rows -> 4 rows, the last one repeated.
     assert padded.tolist() == [[1, 5, 2, pad], [1, 6, 7, 2], [1, 8, 2, pad], [1, 8, 2, pad]]
     assert preprocessor.pad_batch(ids[:1], 6).numpy().tolist() == [[1, 5, 2, pad, pad, pad]]
+    # The NumPy twin a translate call pads with gives the same rows.
+    for count in (1, 2, 3):
+        for length in (4, 6):
+            np.testing.assert_array_equal(
+                preprocessor.pad_rows(ids[:count].to_list(), length),
+                preprocessor.pad_batch(ids[:count], length).numpy(),
+            )
+
+
+def test_the_compiled_encoding_and_decoding_are_the_eager_ones(preprocessor, tokenizer):
+    sources = ["hola mundo", "", "   ", "el perro come " * 40, "ñandú ü 😀"]
+    features = preprocessor.generate_preprocess(sources)
+    ids, truncated, empty = preprocessor.encode_for_search([s.encode() for s in sources])
+    assert ids == features["encoder_inputs"].to_list()
+    assert truncated.tolist() == features["truncated"].numpy().tolist()
+    assert truncated[3] and not truncated[1]
+    assert empty.tolist() == features["empty"].numpy().tolist()
+    nothing, no_flags, _ = preprocessor.encode_for_search([])
+    assert nothing == [] and no_flags.shape == (0,)
+    rows = preprocessor.pad_rows(ids, max(map(len, ids)))
+    eager = [text.decode() for text in preprocessor.generate_postprocess(rows).numpy()]
+    assert preprocessor.decode_for_search(rows) == eager
+    assert eager[0].startswith("hola")  # (The fixture keeps few pieces.)
 
 
 def test_bucket_index_matches_bucket_length(preprocessor):
