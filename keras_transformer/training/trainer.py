@@ -691,8 +691,10 @@ def continue_command(argv=None):
     """The command that continues this run: `keras-transformer` and its arguments as given,
     or `None` when the run was not started by the command line."""
     argv = sys.argv if argv is None else argv
-    if not argv or os.path.basename(argv[0]) not in ("keras-transformer", "cli.py", "__main__.py"):
-        return None
+    program = argv[0].replace(os.sep, "/") if argv else ""
+    if not (os.path.basename(program) == "keras-transformer"
+            or program.endswith("keras_transformer/cli/__main__.py")):
+        return None  # Not the command line (pytest, a notebook, a script of the user's).
     return shlex.join(["keras-transformer", *argv[1:]])
 
 

@@ -67,4 +67,7 @@ def test_the_last_line_says_goal_reached_or_how_to_continue():
 def test_the_continue_command_is_the_command_line_as_given():
     assert continue_command(["/x/.venv/bin/keras-transformer", "train", "--config", "a b.toml"]) == (
         "keras-transformer train --config 'a b.toml'")
+    assert continue_command(["/x/keras_transformer/cli/__main__.py", "train"]) == (
+        "keras-transformer train")
     assert continue_command(["pytest", "-q"]) is None
+    assert continue_command(["/x/pytest/__main__.py", "-q"]) is None
