@@ -340,9 +340,10 @@ class EvaluationConfig:
             (by the trained Translator when `export.saved_model` is off and `test` on), each checked against
             its reference: the run says how many it got right. Defaults to `[]`: the first
             `num_samples` test sources.
-        sample_references: list of str. The reference translation of each of `samples`, in
-            order. Defaults to `[]`: a sample's reference is looked up in the run's splits (a
-            sample found in none is translated, not checked).
+        sample_references: dict. The reference translation of a sample, by its source
+            (`{"cuarenta y dos": "forty-two"}`; a TOML table `[evaluation.sample_references]`).
+            Defaults to `{}`. A sample not in it takes its reference from the run's splits
+            (one found in none is translated, not checked).
         num_samples: int. Defaults to `5`.
         target_exact_match: float. The run's goal, a test exact match in [0, 1]: the last line
             says whether the run reached it, and a run the time budget stopped short of it
@@ -358,7 +359,7 @@ class EvaluationConfig:
     batch_size: int = 64
     test: bool = True
     samples: list = dataclasses.field(default_factory=list)
-    sample_references: list = dataclasses.field(default_factory=list)
+    sample_references: dict = dataclasses.field(default_factory=dict)
     num_samples: int = 5
     target_exact_match: float = 0.0
 
@@ -674,13 +675,13 @@ class TrainingConfig:
                 f"evaluation.target_exact_match={evaluation.target_exact_match!r}"
             )
         references = evaluation.sample_references
-        if not isinstance(references, list) or not all(
-            isinstance(reference, str) for reference in references
-        ) or (references and len(references) != len(evaluation.samples)):
+        if not isinstance(references, dict) or not all(
+            isinstance(source, str) and isinstance(reference, str)
+            for source, reference in references.items()
+        ):
             raise ConfigError(
-                "`evaluation.sample_references` must be a list of strings, one per "
-                f"`evaluation.samples` ({len(evaluation.samples)}), or empty. "
-                f"Received: evaluation.sample_references={references!r}"
+                "`evaluation.sample_references` must be a table of strings, a reference by "
+                f"source. Received: evaluation.sample_references={references!r}"
             )
         if not isinstance(evaluation.alphas, list) or not all(
             _has_type(alpha, float) and alpha >= 0 for alpha in evaluation.alphas

@@ -142,8 +142,8 @@ def increasing_search(alphas, score, patience=2):
 
 def sample_pairs(evaluation, splits):
     """The samples the run translates at the end and the reference of each (`None` where
-    unknown): `evaluation.samples` with `evaluation.sample_references`, or looked up in the
-    splits; without samples, the first `evaluation.num_samples` test pairs.
+    unknown): `evaluation.samples`, each with its reference in `evaluation.sample_references`
+    or else in the splits; without samples, the first `evaluation.num_samples` test pairs.
 
     Example:
 
@@ -152,19 +152,19 @@ def sample_pairs(evaluation, splits):
     >>> splits = Splits([("uno", "one")], [], [("dos", "two"), ("tres", "three")])
     >>> sample_pairs(EvaluationConfig(num_samples=1), splits)
     (['dos'], ['two'])
-    >>> sample_pairs(EvaluationConfig(samples=["uno", "cinco"]), splits)
-    (['uno', 'cinco'], ['one', None])
+    >>> sample_pairs(EvaluationConfig(samples=["uno", "cinco", "seis"],
+    ...                               sample_references={"cinco": "five"}), splits)
+    (['uno', 'cinco', 'seis'], ['one', 'five', None])
     """
     if not evaluation.samples:
         pairs = list(splits.test[: evaluation.num_samples])
         return [source for source, _ in pairs], [target for _, target in pairs]
-    samples = list(evaluation.samples)
-    if evaluation.sample_references:
-        return samples, list(evaluation.sample_references)
     known = {}
     for split in (splits.test, splits.validation, splits.train):
         for source, target in split:
             known.setdefault(source, target)
+    known.update(evaluation.sample_references)
+    samples = list(evaluation.samples)
     return samples, [known.get(sample) for sample in samples]
 
 

@@ -17,8 +17,10 @@ def test_samples_take_their_references_from_the_config_or_the_splits():
     assert sample_pairs(EvaluationConfig(num_samples=1), SPLITS) == (["tres"], ["three"])
     named = EvaluationConfig(samples=["uno", "dos", "cinco"])
     assert sample_pairs(named, SPLITS) == (["uno", "dos", "cinco"], ["one", "two", None])
-    given = EvaluationConfig(samples=["uno", "cinco"], sample_references=["ONE", "five"])
-    assert sample_pairs(given, SPLITS) == (["uno", "cinco"], ["ONE", "five"])
+    # The config's references win over the splits'; a sample they lack keeps the splits'.
+    given = EvaluationConfig(samples=["uno", "cinco", "dos"],
+                             sample_references={"uno": "ONE", "cinco": "five", "nueve": "nine"})
+    assert sample_pairs(given, SPLITS) == (["uno", "cinco", "dos"], ["ONE", "five", "two"])
 
 
 def test_samples_are_right_when_equal_but_for_whitespace():
@@ -30,10 +32,9 @@ def test_samples_are_right_when_equal_but_for_whitespace():
 
 
 def test_config_checks_the_references_and_the_goal():
-    TrainingConfig.from_dict({"evaluation": {"samples": ["a"], "sample_references": ["b"],
+    TrainingConfig.from_dict({"evaluation": {"samples": ["a"], "sample_references": {"a": "b"},
                                              "target_exact_match": 0.995}}).validate()
-    for evaluation in ({"samples": ["a", "b"], "sample_references": ["x"]},
-                       {"samples": ["a"], "sample_references": [1]},
+    for evaluation in ({"sample_references": ["x"]}, {"sample_references": {"a": 1}},
                        {"target_exact_match": 1.5}, {"target_exact_match": "high"}):
         with pytest.raises(ConfigError, match="evaluation"):
             TrainingConfig.from_dict({"evaluation": evaluation}).validate()
