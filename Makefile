@@ -18,12 +18,21 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# `make install`: the package with `[dev]`, what `make test`, `lint`, `docs`, `notebooks` and
+# `dist-check` need (every backend and extra, pytest, ruff, mkdocs, nbmake, build); each of
+# those targets installs it first when pyproject.toml is newer than the last install.
 install: $(BIN)/python
 	$(BIN)/pip install -q -e ".[dev]"
-	@touch $(VENV)/.installed
+	@touch $(VENV)/.installed $(VENV)/.installed-train
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[dev]"
+	@touch $@ $(VENV)/.installed-train
+
+# `make demo` alone installs only what training needs (`[train]`: TensorFlow, tf-text, the
+# datasets, sacreBLEU; no JAX, PyTorch, docs or notebook tools); after `make install` it has it.
+$(VENV)/.installed-train: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[train]"
 	@touch $@
 
 # Runs the whole suite once per Keras backend.
@@ -51,9 +60,9 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check keras_transformer tests
 	$(BIN)/python .ci/check_imports.py
 
-# The tiny Transformer learns Spanish -> English number names (configs/demo.toml): under 10
-# minutes on 2 CPU cores; prints exact match and BLEU, exports runs/demo/saved_model.
-demo: $(VENV)/.installed
+# The tiny Transformer learns Spanish -> English number names (configs/demo.toml): ~2-6 minutes
+# on 2 CPU cores; prints exact match and BLEU, the samples right, exports runs/demo/saved_model.
+demo: $(VENV)/.installed-train
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(BIN)/keras-transformer train --config configs/demo.toml
 
 # Spanish -> English on the SWORD Bible (configs/bible.toml) for MINUTES minutes (default 60),
@@ -61,7 +70,7 @@ demo: $(VENV)/.installed
 # On Debian as root, the SWORD modules are installed first when missing (as .ci/run does);
 # elsewhere `keras-transformer train` names the packages or $SWORD_PATH if they are absent.
 SWORD_PACKAGES = sword-text-sparv sword-text-web
-bible: $(VENV)/.installed
+bible: $(VENV)/.installed-train
 	@if [ -z "$$SWORD_PATH" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && ! dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1; then \
 	  echo "installing the SWORD Bible modules: apt-get install $(SWORD_PACKAGES)"; \

@@ -124,6 +124,11 @@ def _given(page, directory, request):
     """The namespace and files a page expects its reader to have."""
     if page == "docs/data_and_tokenizers.md":
         _sentencepiece_model(directory / "my.model")  # "or a model trained elsewhere"
+    if page == "README.md":  # "Use the model `make demo` made": a `runs/demo` of the twin.
+        _, _, keras_path = request.getfixturevalue("number_translator")
+        (directory / "runs" / "demo").mkdir(parents=True)
+        shutil.copy(keras_path, directory / "runs" / "demo" / "translator.keras")
+        return {}
     if page not in ("docs/presets.md", "docs/serving.md", "docs/lora.md", "docs/quantization.md"):
         return {}
     translator, _, keras_path = request.getfixturevalue("number_translator")

@@ -336,9 +336,18 @@ class EvaluationConfig:
         batch_size: int. Sentences decoded together. Defaults to `64`.
         test: bool. At the end, translate the test split and report corpus BLEU (sacrebleu)
             and exact match. Defaults to `True`.
-        samples: list of str. Sentences translated by the exported model at the end. Defaults
-            to `[]`: the first `num_samples` test sources.
+        samples: list of str. Sentences translated at the end, by the exported SavedModel
+            (by the trained Translator when `export.saved_model` is off and `test` on), each checked against
+            its reference: the run says how many it got right. Defaults to `[]`: the first
+            `num_samples` test sources.
+        sample_references: dict. The reference translation of a sample, by its source
+            (`{"cuarenta y dos": "forty-two"}`; a TOML table `[evaluation.sample_references]`).
+            Defaults to `{}`. A sample not in it takes its reference from the run's splits
+            (one found in none is translated, not checked).
         num_samples: int. Defaults to `5`.
+        target_exact_match: float. The run's goal, a test exact match in [0, 1]: the last line
+            says whether the run reached it, and a run the time budget stopped short of it
+            says how to continue. Defaults to `0`: no goal.
     """
 
     beam_size: int = 4
@@ -350,7 +359,9 @@ class EvaluationConfig:
     batch_size: int = 64
     test: bool = True
     samples: list = dataclasses.field(default_factory=list)
+    sample_references: dict = dataclasses.field(default_factory=dict)
     num_samples: int = 5
+    target_exact_match: float = 0.0
 
 
 @dataclasses.dataclass
@@ -655,6 +666,22 @@ class TrainingConfig:
             raise ConfigError(
                 "`evaluation.samples` must be a list of strings. "
                 f"Received: evaluation.samples={evaluation.samples!r}"
+            )
+        if not _has_type(evaluation.target_exact_match, float) or not (
+            0 <= evaluation.target_exact_match <= 1
+        ):
+            raise ConfigError(
+                "`evaluation.target_exact_match` must be a number in [0, 1]. Received: "
+                f"evaluation.target_exact_match={evaluation.target_exact_match!r}"
+            )
+        references = evaluation.sample_references
+        if not isinstance(references, dict) or not all(
+            isinstance(source, str) and isinstance(reference, str)
+            for source, reference in references.items()
+        ):
+            raise ConfigError(
+                "`evaluation.sample_references` must be a table of strings, a reference by "
+                f"source. Received: evaluation.sample_references={references!r}"
             )
         if not isinstance(evaluation.alphas, list) or not all(
             _has_type(alpha, float) and alpha >= 0 for alpha in evaluation.alphas

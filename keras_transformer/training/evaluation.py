@@ -138,3 +138,67 @@ def increasing_search(alphas, score, patience=2):
             if below >= patience:
                 break
     return best
+
+
+def sample_pairs(evaluation, splits):
+    """The samples the run translates at the end and the reference of each (`None` where
+    unknown): `evaluation.samples`, each with its reference in `evaluation.sample_references`
+    or else in the splits; without samples, the first `evaluation.num_samples` test pairs.
+
+    Example:
+
+    >>> from keras_transformer.training.config import EvaluationConfig
+    >>> from keras_transformer.datasets.splits import Splits
+    >>> splits = Splits([("uno", "one")], [], [("dos", "two"), ("tres", "three")])
+    >>> sample_pairs(EvaluationConfig(num_samples=1), splits)
+    (['dos'], ['two'])
+    >>> sample_pairs(EvaluationConfig(samples=["uno", "cinco", "seis"],
+    ...                               sample_references={"cinco": "five"}), splits)
+    (['uno', 'cinco', 'seis'], ['one', 'five', None])
+    """
+    if not evaluation.samples:
+        pairs = list(splits.test[: evaluation.num_samples])
+        return [source for source, _ in pairs], [target for _, target in pairs]
+    known = {}
+    for split in (splits.test, splits.validation, splits.train):
+        for source, target in split:
+            known.setdefault(source, target)
+    known.update(evaluation.sample_references)
+    samples = list(evaluation.samples)
+    return samples, [known.get(sample) for sample in samples]
+
+
+def checked_samples(samples, translations, references):
+    """One dict per sample: `source`, `translation`, and where its reference is known,
+    `reference` and `right` (equal but for whitespace, as the test's exact match).
+
+    Example:
+
+    >>> checked_samples(["dos", "tres"], ["two", "four"], ["two", None])
+    [{'source': 'dos', 'translation': 'two', 'reference': 'two', 'right': True}, \
+{'source': 'tres', 'translation': 'four'}]
+    """
+    checked = []
+    for source, translation, reference in zip(samples, translations, references, strict=True):
+        sample = {"source": source, "translation": translation}
+        if reference is not None:
+            sample["reference"] = reference
+            sample["right"] = exact_match([translation], [reference]) == 1.0
+        checked.append(sample)
+    return checked
+
+
+def samples_summary(samples):
+    """The line saying how many of the checked samples are right (`None` if none is checked).
+
+    Example:
+
+    >>> samples_summary([{"right": True}, {"right": False}, {"source": "x"}])
+    'samples: 1 of 2 right (1 without a reference)'
+    """
+    checked = [sample["right"] for sample in samples if "right" in sample]
+    if not checked:
+        return None
+    unchecked = len(samples) - len(checked)
+    return (f"samples: {sum(checked)} of {len(checked)} right"
+            + (f" ({unchecked} without a reference)" if unchecked else ""))

@@ -39,7 +39,8 @@ Bible pairs the tiny row's 0.0044 beat demo.toml's 0.0125 by +1.7 BLEU at 1,000 
 `building.bfloat16_trains_faster`), the rows whose model was measured to train faster in mixed
 bfloat16 without XLA (`RecipeRow.cpu_bfloat16`: small, wide and base) get
 `training.mixed_precision = "bf16"` and `training.jit_compile = false`, unless the config names
-either: on the Bible, 60 minutes on one core gave 5,258 steps and 32.03 test BLEU against
+either or its own model (the measurement was of the row's model: `configs/demo.toml`'s tiny one
+at 20,000 pairs falls in the small row, and d_model 64 does not train faster in bf16): on the Bible, 60 minutes on one core gave 5,258 steps and 32.03 test BLEU against
 float32's 4,538 and 31.37, with the same validation loss at equal steps.
 
 **Length penalty.** Unless `evaluation.alpha` or `evaluation.alphas` is set, the run tries
@@ -292,6 +293,24 @@ def estimated_steps(config, row):
     return (train_steps, False) if train_steps <= steps else (max(1, steps), True)
 
 
+def alphas_tried(alphas, patience=2):
+    """How the run tries `alphas` (`evaluation.tune_alpha`): in increasing order, until
+    `patience` in a row score below the best.
+
+    Example:
+
+    >>> alphas_tried([0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0])
+    'alpha 0.6, 0.8, 1, ... 2 in turn, until 2 in a row do worse than the best'
+    >>> alphas_tried([1.0, 0.6])
+    'alpha 0.6, 1'
+    """
+    alphas = sorted({float(alpha) for alpha in alphas})
+    if len(alphas) <= patience + 1:
+        return "alpha " + ", ".join(f"{alpha:g}" for alpha in alphas)
+    return (f"alpha {', '.join(f'{alpha:g}' for alpha in alphas[:patience + 1])}, ... "
+            f"{alphas[-1]:g} in turn, until {patience} in a row do worse than the best")
+
+
 def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
     """The config with every recipe setting it leaves unset taken from `RECIPE`, and the one
     line saying what was chosen and why (`None` when nothing was).
@@ -322,9 +341,12 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
     if not has_budget(config) or config.training.init_from:
         return config, None
     row = recipe_row(num_pairs, config)
-    changes, chosen = {}, []
+    # `from_row`: a setting the row's measurements chose (the line names the row and its
+    # source only then: a config that names its own sizes gets no claim about them).
+    changes, chosen, from_row = {}, [], False
     auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
     if auto_model:
+        from_row = True
         sizes = row.sizes
         for name, value in row.model.items():
             if name == "dropout" and config.is_set("model.dropout"):
@@ -340,14 +362,17 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         chosen.append(f"dropout {row.model['dropout']:g}")
     if not config.is_set("data.vocabulary_size") and not config.data.sentencepiece_model:
         changes["data.vocabulary_size"] = row.vocabulary_size
+        from_row = True
         chosen.append(f"vocabulary {row.vocabulary_size:,}")
     if not config.is_set("data.tokens_per_batch"):
         changes["data.tokens_per_batch"] = max(row.tokens_per_batch, config.data.max_length)
+        from_row = True
         chosen.append(f"{changes['data.tokens_per_batch']:,}-token batches")
     steps, estimated = estimated_steps(config, row)
     if not config.is_set("optimizer.warmup_steps"):
         warmup = max(1, min(row.warmup_steps, int(steps * WARMUP_SHARE)))
         changes["optimizer.warmup_steps"] = warmup
+        from_row = True
         if warmup == row.warmup_steps:
             why = "the row's most"
         elif estimated:
@@ -369,7 +394,8 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         again = ", spaced again from the measured step time" if estimated else ""
         chosen.append(f"a checkpoint every {every:,} step{'s' * (every != 1)} (the {keep} "
                       f"averaged span the last ~{AVERAGED_SHARE:.0%} of the steps{again})")
-    if (bfloat16_cpu and row.cpu_bfloat16 and not config.is_set("training.mixed_precision")
+    if (auto_model and bfloat16_cpu and row.cpu_bfloat16
+            and not config.is_set("training.mixed_precision")
             and not config.is_set("training.jit_compile")):
         changes["training.mixed_precision"] = "bf16"
         changes["training.jit_compile"] = False
@@ -378,7 +404,7 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         if num_validation is None or num_validation >= MIN_TUNING_PAIRS:
             changes["evaluation.alphas"] = list(ALPHAS)
             chosen.append(f"the length penalty tuned on the validation split once trained "
-                          f"(alpha {ALPHAS[0]:g}-{ALPHAS[-1]:g})")
+                          f"({alphas_tried(ALPHAS)})")
         else:
             chosen.append(f"the length penalty untuned ({num_validation:,} validation pairs, "
                           f"fewer than the {MIN_TUNING_PAIRS} it is tuned on)")
@@ -386,7 +412,7 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         return config, None
     budget = (f"training.minutes = {config.training.minutes:g}" if config.training.minutes
               else f"training.train_steps = {config.training.train_steps:,}")
-    line = (f"recipe for {num_pairs:,} training pairs and {budget} (the {row.name} row: "
-            f"{row.source}): "
+    why = f" (the {row.name} row: {row.source})" if from_row else ""
+    line = (f"recipe for {num_pairs:,} training pairs and {budget}{why}: "
             + ", ".join(chosen) + "; set any of them to override")
     return config.replace(**changes), line

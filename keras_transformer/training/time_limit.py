@@ -80,7 +80,9 @@ class TimeLimit(keras.callbacks.Callback):
         if spent:
             self.stopped = True
             self.model.stop_training = True
-            logger.warning("Time budget of %g minutes spent: stopping training.", self.minutes)
+            # Not a warning: the trainer reports the stop, and at the end whether the run
+            # reached its goal or how to continue (`trainer.run_verdict`).
+            logger.info("Time budget of %g minutes spent: stopping training.", self.minutes)
 
 
 class StepRateForecast(keras.callbacks.Callback):

@@ -32,6 +32,7 @@ not recorded.
 import logging
 import math
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -79,7 +80,13 @@ from keras_transformer.training.config import (
     warmup_note,
 )
 from keras_transformer.training.curves import Curves
-from keras_transformer.training.evaluation import evaluate_translations, tune_alpha
+from keras_transformer.training.evaluation import (
+    checked_samples,
+    evaluate_translations,
+    sample_pairs,
+    samples_summary,
+    tune_alpha,
+)
 from keras_transformer.training.recipe import AVERAGED_SHARE, resolve_recipe
 from keras_transformer.training.run import (
     FitOutcome,
@@ -432,8 +439,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
             history={key: [float(value) for value in values] for key, values in history.items()},
         )
     if stopped_by_time:
-        report(f"time budget spent after {steps} of {train_steps} steps; the backup is kept: "
-               "run the same command again to continue")
+        report(f"time budget of {minutes:g} minutes spent after {steps:,} of {train_steps:,} "
+               "steps: testing what was trained (the backup is kept, to continue)")
     best = keep_best.summary() if keep_best is not None else None
     return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time, best)
 
@@ -669,12 +676,71 @@ def finalize_run(run, outcome):
         write_json(paths.metrics, metrics)
         stages.record("finished")
         report(f"done in {metrics['total_seconds']:.0f} s; metrics in {paths.metrics}")
+    verdict = run_verdict(metrics, config, continue_command())
+    if verdict:
+        report(verdict)
     if not outcome.stopped_by_time:
         # The last stage is recorded: nothing needs the backup any more.
         outcome.backup.delete()
     return TrainingResult(
         model, run.translator, run.tokenizer, history, metrics, paths.output_dir, config
     )
+
+
+def continue_command(argv=None):
+    """The command that continues this run: `keras-transformer` and its arguments as given,
+    or `None` when the run was not started by the command line."""
+    argv = sys.argv if argv is None else argv
+    program = argv[0].replace(os.sep, "/") if argv else ""
+    if not (os.path.basename(program) == "keras-transformer"
+            or program.endswith("keras_transformer/cli/__main__.py")):
+        return None  # Not the command line (pytest, a notebook, a script of the user's).
+    return shlex.join(["keras-transformer", *argv[1:]])
+
+
+def run_verdict(metrics, config, command=None):
+    """The run's last line: whether it reached `evaluation.target_exact_match`, and for a run
+    the time budget stopped short of its goal (or of its steps, without a goal), how to
+    continue. `None` for a run that made all its steps without a goal.
+
+    Example:
+
+    >>> from keras_transformer.training.config import TrainingConfig
+    >>> config = TrainingConfig().replace(**{"training.minutes": 4.5,
+    ...     "training.train_steps": 600, "evaluation.target_exact_match": 0.995})
+    >>> metrics = {"steps": 432, "train_steps": 600, "stopped_by_time_limit": True,
+    ...            "test_exact_match": 0.987}
+    >>> print(run_verdict(metrics, config, "keras-transformer train --config demo.toml"))
+    not converged: test exact match 98.70 % is below the goal of 99.50 % after 432 of 600 \
+steps (the 4.5-minute time budget stopped training). To train the other 168 steps, run the \
+same command again: keras-transformer train --config demo.toml
+    >>> print(run_verdict({**metrics, "test_exact_match": 0.998}, config))
+    goal reached: test exact match 99.80 % (at least 99.50 %) after 432 of 600 steps (the \
+4.5-minute time budget stopped training there)
+    """
+    target = config.evaluation.target_exact_match
+    steps, train_steps = metrics["steps"], metrics["train_steps"]
+    stopped = metrics.get("stopped_by_time_limit")
+    exact = metrics.get("test_exact_match")
+    budget = f"the {config.training.minutes:g}-minute time budget stopped training"
+    again = (f"run the same command again: {command}" if command
+             else "run the same training again (the same config and output_dir)")
+    if target and exact is not None:
+        if exact >= target:
+            return (f"goal reached: test exact match {100 * exact:.2f} % (at least "
+                    f"{100 * target:.2f} %) after {steps:,} of {train_steps:,} steps"
+                    + (f" ({budget} there)" if stopped else ""))
+        line = (f"not converged: test exact match {100 * exact:.2f} % is below the goal of "
+                f"{100 * target:.2f} % after {steps:,} of {train_steps:,} steps")
+        if stopped:
+            return (f"{line} ({budget}). To train the other {train_steps - steps:,} steps, "
+                    f"{again}")
+        return (f"{line}: train longer (training.train_steps, in a new output_dir) or see "
+                "docs/training.md")
+    if stopped:
+        return (f"not finished: {budget} after {steps:,} of {train_steps:,} steps. To train the "
+                f"other {train_steps - steps:,} steps, {again}")
+    return None
 
 
 def _average(run, stages):
@@ -746,16 +812,16 @@ def _evaluate(run, stages):
 
 
 def _export(run, stages):
-    """The `exported` stage: the SavedModel, and a few samples it translates (process 0)."""
+    """The `exported` stage: the SavedModel, and the samples it translates, each checked
+    against its reference (process 0; without a SavedModel, the Translator translates them
+    if it translated the test split)."""
     config, paths, report = run.config, run.paths, run.report
-    evaluation = config.evaluation
     exported = stages.get("exported")
     if exported is not None:
         return exported
     exported = {}
-    samples = list(evaluation.samples) or [
-        source for source, _ in run.splits.test[: evaluation.num_samples]
-    ]
+    samples, references = sample_pairs(config.evaluation, run.splits)
+    translate = None
     if config.export.saved_model:
         export_start = time.monotonic()
         # Off TensorFlow the export runs in a subprocess that loads a `.keras` file: the
@@ -769,14 +835,21 @@ def _export(run, stages):
         if samples:
             report(f"translating {len(samples)} samples with the exported SavedModel (it "
                    "compiles on its first call)")
-            translations = load_translator(paths.saved_model, engine="saved_model")(samples)
-            exported["samples"] = [
-                {"source": source, "translation": translation}
-                for source, translation in zip(samples, translations, strict=True)
-            ]
-            report("translations by the exported SavedModel:")
-            for source, translation in zip(samples, translations, strict=True):
-                report(f"  {source}  ->  {translation}")
+            translate, by = load_translator(paths.saved_model, engine="saved_model"), "the exported SavedModel"
+    elif samples and config.evaluation.test:
+        # The test has compiled the Translator's search: five more sentences cost little.
+        translate, by = run.translator, "the trained Translator"
+    if translate is not None:
+        translations = list(translate(samples))
+        exported["samples"] = checked_samples(samples, translations, references)
+        report(f"translations by {by}:")
+        for sample in exported["samples"]:
+            mark = {True: "right", False: f"wrong: expected {sample.get('reference')!r}",
+                    None: "no reference"}[sample.get("right")]
+            report(f"  {sample['source']}  ->  {sample['translation']}   ({mark})")
+        summary = samples_summary(exported["samples"])
+        if summary:
+            report(summary)
     return stages.record("exported", **exported)
 
 

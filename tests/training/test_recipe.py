@@ -109,7 +109,8 @@ def test_explicit_settings_win():
 def test_the_length_penalty_is_tuned_unless_one_is_named():
     config, line = resolved({"training": {"minutes": 60}}, 31_000)
     assert config.evaluation.alphas == RECIPE_ALPHAS and config.evaluation.alpha == 0.6
-    assert "the length penalty tuned on the validation split once trained (alpha 0.6-2)" in line
+    assert ("the length penalty tuned on the validation split once trained (alpha 0.6, 0.8, "
+            "1, ... 2 in turn, until 2 in a row do worse than the best)") in line
     for evaluation in ({"alpha": 1.0}, {"alphas": [0.6, 1.0]}, {"alphas": []}):
         config, line = resolved({"training": {"minutes": 60}, "evaluation": evaluation}, 31_000)
         assert (config.evaluation.alpha, config.evaluation.alphas) == (
@@ -125,6 +126,26 @@ def test_the_length_penalty_is_tuned_unless_one_is_named():
     config, line = resolve_recipe(budget, 700, num_validation=35)
     assert config.evaluation.alphas == [] and config.evaluation.alpha == 0.6
     assert "the length penalty untuned (35 validation pairs, fewer than the 200" in line
+
+
+def test_the_line_names_the_row_only_for_what_the_row_chose():
+    # configs/demo.toml's kind: its own model, vocabulary, batch and warm-up; the recipe
+    # chooses the checkpoints and the length penalty, which owe nothing to the row's source.
+    values = {
+        "model": {"preset": "tiny", "dropout": 0.1},
+        "data": {"vocabulary_size": 1000, "tokens_per_batch": 4096},
+        "optimizer": {"warmup_steps": 200, "learning_rate_scale": 1.4},
+        "training": {"train_steps": 600},
+    }
+    config, line = resolved(values, 20_000)
+    assert line.startswith("recipe for 20,000 training pairs and training.train_steps = 600: "
+                           "a checkpoint every 12 steps")
+    assert "the small row" not in line and "Bible" not in line and "8,000" not in line
+    assert config.data.vocabulary_size == 1000 and config.model.preset == "tiny"
+    # Leave the vocabulary out: the row chose it, and the line says which row and why.
+    del values["data"]["vocabulary_size"]
+    _, line = resolved(values, 20_000)
+    assert "(the small row: " in line and "vocabulary 8,000" in line
 
 
 def test_no_budget_or_a_fine_tune_keeps_the_defaults():
@@ -205,6 +226,13 @@ def test_a_cpu_with_bfloat16_instructions_gets_mixed_bfloat16_without_xla():
         TrainingConfig.from_dict({"training": {"minutes": 3}}), 700, bfloat16_cpu=True
     )
     assert config.training.mixed_precision == "" and "bfloat16" not in line
+    # A config that names its own model (configs/demo.toml's tiny one, 20,000 pairs: the
+    # small row): bf16 was measured for the row's model, not for this one.
+    config, line = resolve_recipe(
+        TrainingConfig.from_dict({"model": {"preset": "tiny"}, "training": {"minutes": 5}}),
+        20_000, bfloat16_cpu=True,
+    )
+    assert config.training.mixed_precision == "" and "bfloat16" not in line
     # No budget, or a fine-tune: no recipe, so float32 as before.
     config, line = resolve_recipe(TrainingConfig(), 31_000, bfloat16_cpu=True)
     assert line is None and config.training.mixed_precision == ""
@@ -243,6 +271,8 @@ def test_a_recipe_run_on_a_bfloat16_cpu_trains_in_bfloat16(tiny_run, monkeypatch
     tiny = dataclasses.replace(recipe.RECIPE[0], cpu_bfloat16=True)
     monkeypatch.setattr(recipe, "RECIPE", (tiny, *recipe.RECIPE[1:]))
     values = tiny_run(training={"train_steps": 4}, export={"translator": True})
+    # The row's own model (bf16 is measured per row's model: a config's own one stays float32).
+    del values["model"]["preset"]
     result = train(values, verbose=2)
     out = capsys.readouterr().out
     assert "mixed bfloat16 without XLA" in next(

@@ -11,7 +11,7 @@ from keras_transformer.training.building import build_model, compile_model
 
 
 @pytest.mark.slow
-def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
+def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run, capsys):
     # A budget spent before training starts: the run stops after its first step, writes a
     # final checkpoint, keeps the backup, and still ends normally.
     config = tiny_run(training={"minutes": 1e-6})
@@ -19,7 +19,13 @@ def test_time_budget_stops_cleanly_and_the_next_run_continues(tiny_run):
     os.makedirs(config["output_dir"])
     with open(os.path.join(config["output_dir"], "config.json"), "w") as file:
         file.write("{}")
-    first = train(config, verbose=0)
+    first = train(config, verbose=2)
+    # No warning: one line at the stop, and the last says how to continue (issue 60).
+    out = capsys.readouterr()
+    assert "WARNING" not in out.err and "time budget of 1e-06 minutes spent after 1 of 8" in out.out
+    assert out.out.rstrip().splitlines()[-1] == (
+        "not finished: the 1e-06-minute time budget stopped training after 1 of 8 steps. To "
+        "train the other 7 steps, run the same training again (the same config and output_dir)")
     assert not os.path.exists(os.path.join(first.output_dir, "config.json"))
     assert os.path.exists(os.path.join(first.output_dir, "train_config.json"))
     assert first.metrics["stopped_by_time_limit"]
