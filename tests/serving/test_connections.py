@@ -53,19 +53,6 @@ class LoopbackServer:
         self.state.close(5)
 
 
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(**settings):
-        servers.append(LoopbackServer(**settings))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
 def read_to_close(sock, timeout=30):
     """`(bytes the server sent, seconds until it closed)`."""
     sock.settimeout(timeout)

@@ -22,7 +22,7 @@ from keras_transformer.serving import ApiKeys, Settings
 from keras_transformer.serving.limits import DRAIN_BYTES, RateLimiter, client_key
 from keras_transformer.serving.models import ModelSpec, ServedModel, version_listing
 from keras_transformer.serving.server import uvicorn_config
-from tests.serving.test_connections import LoopbackServer, read_to_close
+from tests.serving.test_connections import read_to_close
 
 pytestmark = pytest.mark.one_backend
 
@@ -30,19 +30,6 @@ FIXTURE = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "fixtures", "translator_v0_1.keras"
 )
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(**settings):
-        servers.append(LoopbackServer(**settings))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def call(url, data=None, headers=None, method=None):
