@@ -192,7 +192,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         tf = _tf()
         if not len(sources):
             return [], np.zeros((0,), bool), np.zeros((0,), bool)
-        function = self._compiled("encode", self._encode_graph)
+        function = self._compiled("encode", self._encode_graph, tf.TensorSpec([None], tf.string))
         values, lengths, truncated, empty = (
             array.numpy() for array in function(tf.constant(as_byte_strings(list(sources))))
         )
@@ -203,7 +203,7 @@ class TranslationPreprocessor(keras.layers.Layer):
         """`generate_postprocess` of equal-length rows of ids (a list of lists of int, or an
         int array `(batch, length)`) through one compiled graph: a list of `str`."""
         tf = _tf()
-        function = self._compiled("decode", self._decode_graph)
+        function = self._compiled("decode", self._decode_graph, tf.TensorSpec([None, None], tf.int32))
         texts = function(tf.constant(np.asarray(rows, "int32").reshape(len(rows), -1))).numpy()
         return [text.decode("utf-8", "replace") for text in texts]
 
@@ -215,18 +215,12 @@ class TranslationPreprocessor(keras.layers.Layer):
     def _decode_graph(self, ids):
         return self.generate_postprocess(ids)
 
-    def _compiled(self, name, function):
-        """`function` as a `tf.function` over one string or int32 tensor of any shape, made
-        once per preprocessor."""
-        tf = _tf()
+    def _compiled(self, name, function, spec):
+        """`function` as a `tf.function` of one tensor (`spec`), made once per preprocessor
+        (kept out of Keras's attribute tracking)."""
         compiled = self.__dict__.setdefault("_graphs", {})
         if name not in compiled:
-            spec = (
-                tf.TensorSpec([None], tf.string)
-                if name == "encode"
-                else tf.TensorSpec([None, None], tf.int32)
-            )
-            compiled[name] = tf.function(function, input_signature=[spec], autograph=False)
+            compiled[name] = _tf().function(function, input_signature=[spec], autograph=False)
         return compiled[name]
 
     def is_blank(self, source):
