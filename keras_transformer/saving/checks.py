@@ -148,8 +148,8 @@ MAX_REFUSAL_CHARS = 300
 
 def file_refusal(path, error, limit=MAX_REFUSAL_CHARS):
     """A `ValueError` of one line of at most `limit` characters: `path` (its tail when long),
-    then the first line of `error`'s message (Keras' own errors may repeat a whole config),
-    cut with `...`.
+    then `error`'s message on one line (of an error Keras wrapped in copies of the whole
+    configuration, the error it wrapped), cut with `...`.
 
     Args:
         path: str. The refused file.
@@ -159,8 +159,10 @@ def file_refusal(path, error, limit=MAX_REFUSAL_CHARS):
     path = str(path)
     if len(path) > 100:
         path = "..." + path[-97:]
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    reason = lines[0] if lines else type(error).__name__
+    text = str(error)
+    # Keras wraps an error of `from_config` in the whole config, then the error itself.
+    text = text.rsplit("Exception encountered:", 1)[-1]
+    reason = " ".join(text.split()) or type(error).__name__
     message = f"{path}: {reason}"
     if len(message) > limit:
         message = message[: limit - 3] + "..."
