@@ -157,9 +157,11 @@ def file_refusal(path, error, limit=MAX_REFUSAL_CHARS):
         limit: int. The longest message. Defaults to `MAX_REFUSAL_CHARS`.
     """
     path = str(path)
+    text = str(error)
+    if path in text and len(text) <= limit and "\n" not in text:
+        return ValueError(text)  # names the file already
     if len(path) > 100:
         path = "..." + path[-97:]
-    text = str(error)
     # Keras wraps an error of `from_config` in the whole config, then the error itself.
     text = text.rsplit("Exception encountered:", 1)[-1]
     reason = " ".join(text.split()) or type(error).__name__
