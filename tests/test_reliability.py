@@ -242,6 +242,7 @@ def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
     assert sorted(files.read_json(os.path.join(directory, SHA256_FILENAME))) == [
         "ckpt-00000001.weights.h5",
         "ckpt-00000002.weights.h5",
+        "recorded_from_step",  # every checkpoint from this step on is recorded
     ]
     overwrite_one_weight(path)
     with pytest.raises(DamagedFileError, match="ckpt-00000002.weights.h5: damaged"):
@@ -255,6 +256,53 @@ def test_damaged_checkpoints_and_backups_are_refused_naming_the_file(tmp_path):
     overwrite_one_weight(tmp_path / "backup.weights.h5")
     with pytest.raises(DamagedFileError, match="state.json records"):
         check_sha256(str(tmp_path / "backup.weights.h5"), sha256, "state.json")
+
+
+def test_a_checkpoint_without_a_record_loads_only_when_older_than_the_record(tmp_path, caplog):
+    import keras
+
+    from keras_transformer.files import write_json
+    from keras_transformer.saving.weights import DamagedFileError
+    from keras_transformer.training.checkpoints import (
+        RECORDED_FROM_KEY,
+        SHA256_FILENAME,
+        check_checkpoint,
+        checkpoint_path,
+        record_sha256,
+        restore_checkpoint,
+        save_weights_atomically,
+    )
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    directory = str(tmp_path / "checkpoints")
+    record_file = os.path.join(directory, SHA256_FILENAME)
+    # A run continued from 0.2.0's checkpoint of step 1 (no record): records from step 2 on.
+    old = checkpoint_path(directory, 1)
+    save_weights_atomically(model, old)
+    path = checkpoint_path(directory, 2)
+    record_sha256(directory, os.path.basename(path), save_weights_atomically(model, path))
+    assert files.read_json(record_file)[RECORDED_FROM_KEY] == 2
+    with caplog.at_level("WARNING", logger="keras_transformer"):
+        check_checkpoint(old)  # older than the record: unchecked, with a note
+    assert "ckpt-00000001.weights.h5: no SHA-256 recorded" in caplog.text
+    check_checkpoint(path)
+    # Step 3 written, killed before its record: refused, one line naming the file ...
+    unrecorded = checkpoint_path(directory, 3)
+    save_weights_atomically(model, unrecorded)
+    with pytest.raises(DamagedFileError) as info:
+        check_checkpoint(unrecorded)
+    message = str(info.value)
+    assert message.startswith(unrecorded) and "records no SHA-256 of it" in message
+    assert "\n" not in message and len(message) <= 300 + len(tmp_path.as_posix())
+    # ... and written again, recorded, when the run resumes from its backup of step 3.
+    backup = str(tmp_path / "backup.weights.h5")
+    save_weights_atomically(model, backup)
+    assert restore_checkpoint(directory, 3, backup)
+    check_checkpoint(unrecorded)
+    assert not restore_checkpoint(directory, 3, backup)  # recorded: kept
+    # A record written before the step was kept (0.3.0's) still loads what it lacks.
+    write_json(record_file, {})
+    check_checkpoint(unrecorded)
 
 
 @contextlib.contextmanager
@@ -453,10 +501,12 @@ def test_a_kill_after_each_write_of_backups_and_checkpoints_keeps_every_record_t
 
     from keras_transformer.training.backup import ResumableBackupAndRestore
     from keras_transformer.training.checkpoints import (
+        RECORDED_FROM_KEY,
         SHA256_FILENAME,
         PeriodicCheckpoint,
         check_checkpoint,
         list_checkpoints,
+        restore_checkpoint,
     )
 
     def model():
@@ -493,6 +543,11 @@ def test_a_kill_after_each_write_of_backups_and_checkpoints_keeps_every_record_t
                 remove_temporaries(copy / directory)  # What the next run does first.
         # The backup that `state.json` names exists, is intact, and restores its step.
         state = files.read_json(copy / "backup" / "state.json")
+        if state is not None and (copy / "checkpoints").is_dir():
+            # What a resumed run does next: the checkpoint of the backup's step, if missing
+            # or unrecorded (killed between its two writes), written again from the backup.
+            backup_file = str(copy / "backup" / state["weights"])
+            restore_checkpoint(str(copy / "checkpoints"), state["step"], backup_file, keep=2)
         if state is not None:
             restored = model()
             callback = ResumableBackupAndRestore(str(copy / "backup"))
@@ -502,6 +557,7 @@ def test_a_kill_after_each_write_of_backups_and_checkpoints_keeps_every_record_t
             backup_steps.add(state["step"])
         # Every recorded checkpoint exists; every checkpoint is complete and its step's.
         records = files.read_json(copy / "checkpoints" / SHA256_FILENAME) or {}
+        records.pop(RECORDED_FROM_KEY, None)
         assert all((copy / "checkpoints" / name).is_file() for name in records)
         for step, path in list_checkpoints(copy / "checkpoints"):
             check_checkpoint(path)

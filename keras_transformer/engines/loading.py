@@ -2,10 +2,14 @@
 call's search options against any engine."""
 
 import os
+import warnings
 
 from keras_transformer.engines.ctranslate2 import CTranslate2Translator
 from keras_transformer.engines.location import Location, locate
+from keras_transformer.engines.names import KERAS_FILE
 from keras_transformer.engines.saved_model import SavedModelTranslator
+from keras_transformer.saving.checks import file_refusal
+from keras_transformer.saving.weights import check_finite
 from keras_transformer.translation import SearchOptions
 from keras_transformer.translator import load_keras_translator
 
@@ -47,10 +51,36 @@ def open_engine(location):
         )
     path = os.fspath(location.path)
     if location.engine == "keras":
-        return load_keras_translator(path)
+        if os.path.isdir(path) and not os.path.isfile(os.path.join(path, KERAS_FILE)):
+            return load_keras_translator(path)  # a preset: its own checks and messages
+        return load_checked_keras(path)
     if location.engine == "saved_model":
         return SavedModelTranslator(path)
     return CTranslate2Translator(path)
+
+
+def load_checked_keras(path):
+    """`load_keras_translator(path)`, its refusals one line of at most 300 characters naming
+    the file (`keras_transformer.saving.checks.file_refusal`; Keras wraps some errors in
+    copies of the whole configuration), and its weights checked finite as a preset's are.
+
+    Keras' warnings while loading (e.g. about containers it skipped) are shown only when
+    the file loads: a refused file is the one line of its refusal.
+
+    Raises:
+        FileNotFoundError: nothing at `path`.
+        ValueError: the file is refused (the message names it and says why).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            translator = load_keras_translator(path)
+            check_finite(translator.model)
+        except (ValueError, TypeError, KeyError) as error:
+            raise file_refusal(path, error) from None
+    for warning in caught:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return translator
 
 
 def check_options(

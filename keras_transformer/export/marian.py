@@ -51,6 +51,7 @@ import logging
 import os
 import re
 import time
+import zipfile
 
 import numpy as np
 from keras import ops
@@ -70,7 +71,7 @@ from keras_transformer.hyperparameters import SINUSOID_FREQUENCIES
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.text.sentencepiece import SentencePieceTokenizer
-from keras_transformer.text.tokenizer import read_bounded_file
+from keras_transformer.text.tokenizer import MAX_VOCABULARY_SIZE, read_bounded_file
 from keras_transformer.translator import Translator, load_keras_translator
 
 logger = logging.getLogger("keras_transformer")
@@ -80,7 +81,19 @@ BANNED_LOGIT = -1e4
 # What our `Transformer` pads with; added at id 0 (a name no Marian vocabulary uses).
 PAD_PIECE = "[PAD]"
 MAX_CONFIG_BYTES = 1 << 20
+# vocab.json is parsed whole only under a bound of `VOCABULARY_ENTRY_BYTES` per piece of
+# config.json's `vocab_size` (one `"piece": id,` entry each: SentencePiece pieces are a few
+# characters, 6 bytes per character escaped; OPUS-MT's are ~25 bytes), at most this.
 MAX_VOCABULARY_BYTES = 1 << 27
+VOCABULARY_ENTRY_BYTES = 256
+# pytorch_model.bin: PyTorch's zip format (`torch.save` since 1.6), members stored
+# uncompressed: `<top>/data.pkl`, `<top>/data/<n>` (one per tensor), a few records.
+MAX_TORCH_MEMBERS = 1 << 15
+MAX_TORCH_PICKLE_BYTES = 1 << 26
+_TORCH_MEMBER = re.compile(
+    r"^(?:data\.pkl|data/\d+|version|\.data/version|byteorder|\.data/serialization_id"
+    r"|\.format_version|\.storage_alignment)$"
+)
 MAX_WEIGHTS_BYTES = 1 << 36
 # The score of a piece of `vocab.json` the tokenizer's own SentencePiece model lacks: below
 # any unknown-character path, so encoding never picks it (transformers maps such text to <unk>).
@@ -188,8 +201,7 @@ def import_marian(
         output = os.fspath(output)
         if os.path.exists(output) and not overwrite:
             raise ValueError(
-                f"`output` exists; pass `overwrite=True` to replace it. "
-                f"Received: output={output!r}"
+                f"`output` exists; pass `overwrite=True` to replace it. Received: output={output!r}"
             )
         translator.save_to_preset(output)
     logger.info("Imported %s in %.1f s", source, time.perf_counter() - started)
@@ -222,13 +234,24 @@ def read_marian_directory(source):
             f"Received: source={source!r}"
         )
     config = _read_json(source_file(source, "config.json"), MAX_CONFIG_BYTES, "config.json")
-    vocabulary = _read_json(source_file(source, "vocab.json"), MAX_VOCABULARY_BYTES, "vocab.json")
+    vocabulary = _read_json(
+        source_file(source, "vocab.json"), _vocabulary_bytes(config), "vocab.json"
+    )
     protos = {
         side: read_bounded_file(source_file(source, f"{side}.spm"), 1 << 27, True, f"{side}.spm")
         for side in ("source", "target")
     }
     weights = _read_weights(source_file(source, weights_files[0]))
     return config, vocabulary, protos, weights
+
+
+def _vocabulary_bytes(config):
+    """The bound of `vocab.json`'s size: `VOCABULARY_ENTRY_BYTES` per piece of config.json's
+    `vocab_size` (a missing or invalid one is refused later, naming it)."""
+    size = config.get("vocab_size")
+    if not is_int(size) or not 0 < size <= MAX_VOCABULARY_SIZE:
+        return MAX_VOCABULARY_BYTES
+    return min(MAX_VOCABULARY_BYTES, VOCABULARY_ENTRY_BYTES * (size + 16))
 
 
 def _read_json(path, limit, what):
@@ -269,6 +292,7 @@ def _read_weights(path):
                 "(pip install torch); a model.safetensors file needs only `safetensors`. "
                 f"Received: path={path!r}"
             ) from None
+        check_torch_zip(path)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:  # pickle, zip and torch errors alike.
@@ -277,6 +301,55 @@ def _read_weights(path):
             ) from None
         tensors = {name: value.float().numpy() for name, value in state.items()}
     return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
+
+
+def check_torch_zip(path):
+    """Checks `pytorch_model.bin` as a zip file before `torch.load` reads any of it (as the
+    `.npz` path is checked): PyTorch's zip format, at most `MAX_TORCH_MEMBERS` members under
+    one top folder, each a name PyTorch writes, stored uncompressed (what the zip directory
+    states is what is read: no zip bomb), a `data.pkl` of at most `MAX_TORCH_PICKLE_BYTES`.
+
+    Raises:
+        ValueError: one line naming the file and the member.
+    """
+
+    def refuse(reason):
+        return ValueError(f"pytorch_model.bin {reason}; it is not read. Received: path={path!r}")
+
+    size = os.path.getsize(path)
+    if size > MAX_WEIGHTS_BYTES:
+        raise refuse(f"is larger than {MAX_WEIGHTS_BYTES} bytes ({size})")
+    if not zipfile.is_zipfile(path):
+        raise refuse("is not a zip file (PyTorch's format since 1.6; resave it with torch.save)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as error:
+        raise refuse(f"is a damaged zip file ({short_repr(str(error))})") from None
+    if not members or len(members) > MAX_TORCH_MEMBERS:
+        raise refuse(f"holds {len(members)} members, not 1 to {MAX_TORCH_MEMBERS}")
+    top = members[0].filename.split("/", 1)[0]
+    pickles = 0
+    for member in members:
+        inner = member.filename[len(top) + 1 :] if member.filename.startswith(top + "/") else ""
+        if not _TORCH_MEMBER.match(inner):
+            raise refuse(
+                f"holds the member {short_repr(member.filename)}, which PyTorch does not write"
+            )
+        if member.compress_type != zipfile.ZIP_STORED or member.file_size != member.compress_size:
+            raise refuse(
+                f"member {short_repr(member.filename)} is compressed (PyTorch stores them)"
+            )
+        if inner == "data.pkl":
+            pickles += 1
+            if member.file_size > MAX_TORCH_PICKLE_BYTES:
+                raise refuse(
+                    f"data.pkl holds {member.file_size} bytes, more than {MAX_TORCH_PICKLE_BYTES}"
+                )
+    if pickles != 1:
+        raise refuse(f"holds {pickles} data.pkl members, not one")
+    if sum(member.file_size for member in members) > size:
+        raise refuse("states more bytes in its members than the file holds")
 
 
 def _architecture(config, weights, source):

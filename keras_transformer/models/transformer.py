@@ -18,6 +18,7 @@ from keras_transformer.layers.sublayer_calls import call_sublayer, direct_sublay
 from keras_transformer.layers.token_ids import check_token_ids
 from keras_transformer.models import lora
 from keras_transformer.saving import preset as preset_files
+from keras_transformer.saving.checks import check_dtype_config, check_policy_paths
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -143,6 +144,8 @@ class Transformer(keras.Model):
         if isinstance(dtype, dict):
             # A quantized model's configuration: one `DTypePolicyMap` for every layer, each
             # looking up the policy of its own path (its quantized kernels are built by it).
+            # Checked by names first: Keras would import whatever `module` a file names.
+            check_dtype_config(dtype)
             dtype = keras.dtype_policies.deserialize(dtype)
         _check_weight_memory(dtype, norm_first, share_embeddings, **sizes)
         block_args = dict(
@@ -217,6 +220,7 @@ class Transformer(keras.Model):
             # policy (e.g. to add loss scaling for mixed_float16).
             self.dtype_policy = keras.dtype_policies.get(dtype)
         if isinstance(dtype, keras.dtype_policies.DTypePolicyMap):
+            check_policy_paths(self, dtype)  # before a file's weights are read
             _resolve_policies(self)
 
         self.source_embedding = source_embedding

@@ -1,8 +1,14 @@
 """Periodic, atomically written weight checkpoints, numbered by training step.
 
 Each file's SHA-256 is recorded in `checkpoints/sha256.json` once the file is in place, and
-checked before it is loaded (`check_checkpoint`); a checkpoint without a record (written by
-0.2.0, or by a run killed between the two writes) is loaded unchecked.
+checked before it is loaded (`check_checkpoint`). The record also keeps the step from which
+it records every checkpoint (`RECORDED_FROM_KEY`, set by its first record): a checkpoint
+without a record loads (unchecked, with a note) only when it is older than that step, a file
+of 0.2.0 (which recorded nothing) or of a version that did not keep the step; a later one
+without a record is refused. A run killed between a checkpoint's two writes leaves one
+such file, of its backup's step: the resumed run writes it again from the backup
+(`restore_checkpoint`), recorded; one killed while pruning leaves older ones whose record
+it removed first: the resumed run deletes them.
 """
 
 import logging
@@ -12,16 +18,24 @@ import shutil
 
 import keras
 
-from keras_transformer._checks import check_int
+from keras_transformer._checks import check_int, is_int
 from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
 from keras_transformer.models.lora import lora_factors_in_weights
-from keras_transformer.saving.weights import check_sha256, save_weights, sha256_file, weights_bytes
+from keras_transformer.saving.weights import (
+    DamagedFileError,
+    check_sha256,
+    save_weights,
+    sha256_file,
+    weights_bytes,
+)
 from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 SHA256_FILENAME = "sha256.json"
+# In `sha256.json`: the step of the first checkpoint recorded there; every later one is.
+RECORDED_FROM_KEY = "recorded_from_step"
 
 
 def checkpoint_path(directory, step):
@@ -80,18 +94,61 @@ def record_sha256(directory, name, sha256):
     path = os.path.join(directory, SHA256_FILENAME)
     records = read_json(path)
     records = records if isinstance(records, dict) else {}
+    if not is_int(records.get(RECORDED_FROM_KEY)):
+        records[RECORDED_FROM_KEY] = _step_of(name)
     records[name] = sha256
-    present = set(os.listdir(directory))
+    present = {*os.listdir(directory), RECORDED_FROM_KEY}
     write_json(path, {key: value for key, value in records.items() if key in present})
+
+
+def _step_of(name):
+    match = CHECKPOINT_PATTERN.match(name)
+    return int(match.group(1)) if match else 0
+
+
+def _remove_unrecorded(directory, keep_step):
+    """Deletes the checkpoints that a run killed while pruning left (their record removed
+    first, the file not yet): those of steps the record covers, without a record, but for
+    `keep_step`'s (written again from the backup)."""
+    records = read_json(os.path.join(directory, SHA256_FILENAME))
+    since = records.get(RECORDED_FROM_KEY) if isinstance(records, dict) else None
+    if not is_int(since):
+        return
+    for step, path in list_checkpoints(directory):
+        if step >= since and step != keep_step and os.path.basename(path) not in records:
+            os.remove(path)
+            logger.info("Removed %s, pruned by a run killed before it was deleted.", path)
+
+
+def _recorded(directory, name):
+    records = read_json(os.path.join(directory, SHA256_FILENAME))
+    return isinstance(records, dict) and records.get(name) is not None
 
 
 def check_checkpoint(path):
     """Raises `DamagedFileError` (an `OSError`) if the checkpoint `path` differs from the
-    SHA-256 recorded for it."""
+    SHA-256 recorded for it, or has none though it is not older than the record (see the
+    module docstring); an older one without a record loads unchecked, with a note."""
     directory, name = os.path.split(os.fspath(path))
-    records = read_json(os.path.join(directory, SHA256_FILENAME))
-    expected = records.get(name) if isinstance(records, dict) else None
-    check_sha256(path, expected, os.path.join(directory, SHA256_FILENAME))
+    record = os.path.join(directory, SHA256_FILENAME)
+    records = read_json(record)
+    records = records if isinstance(records, dict) else {}
+    expected = records.get(name)
+    if expected is None:
+        since = records.get(RECORDED_FROM_KEY)
+        if is_int(since) and _step_of(name) >= since:
+            raise DamagedFileError(
+                f"{path}: {record} records no SHA-256 of it, though it records every "
+                f"checkpoint from step {since} on: it cannot be checked, so it is not loaded"
+            )
+        logger.warning(
+            "keras_transformer: note: %s: no SHA-256 recorded (a checkpoint older than %s's "
+            "records, by 0.2.0 or 0.3.0): it loads unchecked",
+            path,
+            SHA256_FILENAME,
+        )
+        return
+    check_sha256(path, expected, record)
 
 
 def restore_checkpoint(directory, step, weights_path, keep=5):
@@ -112,11 +169,12 @@ def restore_checkpoint(directory, step, weights_path, keep=5):
         keep: int. Newest checkpoints kept. Defaults to `5`.
 
     Returns:
-        bool, whether the checkpoint was missing (and is now written).
+        bool, whether the checkpoint was missing or unrecorded (and is now written).
     """
     path = checkpoint_path(directory, step)
-    if os.path.exists(path):
-        return False
+    _remove_unrecorded(directory, keep_step=step)
+    if os.path.exists(path) and _recorded(directory, os.path.basename(path)):
+        return False  # Without a record: killed between its two writes, written again.
     with atomic_path(path) as temporary:
         shutil.copyfile(weights_path, temporary)
     record_sha256(directory, os.path.basename(path), sha256_file(path))

@@ -289,3 +289,87 @@ def test_links_out_of_the_source_are_refused_naming_the_file(tmp_path):
     refusal(snapshot, r"'shared.weight' has shape \(6, 4\)")
     snapshot = as_hub_snapshot(write_hf_directory(tmp_path / "b" / "hf"), tmp_path / "elsewhere")
     refusal(snapshot, "config.json: a symbolic link leading outside the source directory")
+
+
+# === pytorch_model.bin: its zip checked before torch.load ===
+def with_torch_bin(directory, tmp_path):
+    """`directory` (`write_hf_directory`'s) with its weights as `pytorch_model.bin`."""
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(directory / "model.safetensors"))
+    os.remove(directory / "model.safetensors")
+    torch.save(
+        {k: torch.from_numpy(v) for k, v in tensors.items()}, directory / "pytorch_model.bin"
+    )
+    return directory / "pytorch_model.bin"
+
+
+def rezip(path, edit):
+    """Rewrites the zip `path` member by member through `edit(writer, info, data)`."""
+    with zipfile.ZipFile(path) as reader:
+        members = [(info, reader.read(info)) for info in reader.infolist()]
+    with zipfile.ZipFile(path, "w") as writer:
+        for info, data in members:
+            edit(writer, info, data)
+
+
+def add_member(writer, info, data):
+    writer.writestr(info, data)
+    if info.filename.endswith("/data.pkl"):
+        writer.writestr(info.filename.replace("data.pkl", "evil.py"), b"import os")
+
+
+def compress(writer, info, data):
+    info.compress_type = zipfile.ZIP_DEFLATED
+    writer.writestr(info, data)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (add_member, r"holds the member '[^']*/evil.py', which PyTorch does not write"),
+        (compress, r"member '[^']*' is compressed \(PyTorch stores them\)"),
+        ("legacy", r"is not a zip file \(PyTorch's format since 1.6"),
+    ],
+)
+def test_a_crafted_pytorch_model_bin_is_refused_before_torch_load(
+    tmp_path, monkeypatch, edit, match
+):
+    directory = write_hf_directory(tmp_path / "hf")
+    path = with_torch_bin(directory, tmp_path)
+    import torch
+
+    # The untouched file passes the zip check and goes on to torch.load.
+    from keras_transformer.export.marian import check_torch_zip
+
+    check_torch_zip(str(path))
+    if edit == "legacy":
+        torch.save({"x": torch.zeros(2)}, path, _use_new_zipfile_serialization=False)
+    else:
+        rezip(path, edit)
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("torch.load was called")
+
+    monkeypatch.setattr(torch, "load", no_load)
+    message = refusal(directory, "pytorch_model.bin " + match)
+    assert "\n" not in message and len(message) <= 300, message
+
+
+def test_vocab_json_is_bounded_by_the_vocabulary_size_before_it_is_parsed(tmp_path, monkeypatch):
+    directory = write_hf_directory(tmp_path / "hf")
+    vocabulary = json.loads((directory / "vocab.json").read_text())
+    # 6 pieces: a 1 MiB vocab.json (was read and parsed up to 128 MiB) is refused unparsed.
+    vocabulary.update({f"▁{i:07d}" + "x" * 200: 6 + i for i in range(5000)})
+    (directory / "vocab.json").write_text(json.dumps(vocabulary))
+
+    loads = json.loads
+
+    def no_vocabulary_parse(text, *args, **kwargs):
+        assert "0000000" not in text, "vocab.json was parsed"
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", no_vocabulary_parse)
+    message = refusal(directory, r"The vocab.json is too large: \d+ bytes, more than 5632")
+    assert "\n" not in message and len(message) <= 300, message
