@@ -20,6 +20,8 @@ pytest.importorskip("tensorflow_text")
 from keras_transformer import Transformer, Translator  # noqa: E402
 from keras_transformer.engines import load_translator  # noqa: E402
 from keras_transformer.text import train_tokenizer  # noqa: E402
+from tests.saving.test_crafted_files import model_config  # noqa: E402
+from tests.saving.test_crafted_files import rewrite as crafted  # noqa: E402
 
 CORPUS = ["¿Dónde está la biblioteca?", "Where is the library?", "Hola, ¿qué tal?"] * 8
 
@@ -151,46 +153,22 @@ def test_nan_or_infinite_weights_of_a_keras_file_are_refused(quantized, tmp_path
     assert f"the weight {variable.path} holds 1 NaN or infinite values" in message
 
 
-def whole(quantized, target, edit=None, asset=None):
-    """A copy of the saved file with `edit(config)` applied to its whole `config.json` and
-    its vocabulary asset replaced by `asset` (removed when `b""`)."""
-    source, config, _ = quantized
-    config = json.loads(json.dumps(config))
-    if edit is not None:
-        edit(config)
-    with zipfile.ZipFile(source) as reader, zipfile.ZipFile(target, "w") as writer:
-        for item in reader.infolist():
-            data = reader.read(item)
-            if item.filename == "config.json":
-                data = json.dumps(config).encode()
-            elif item.filename.endswith("vocabulary.txt") and asset is not None:
-                if not asset:
-                    continue
-                data = asset
-            writer.writestr(item, data)
-    return target
-
-
-def model_part(config):
-    return config["config"]["model"]["config"]
-
-
 # The crafted files of tests/saving/test_crafted_files.py, through `load_translator`.
 CRAFTED = {
     "vocabulary path /etc/passwd": dict(
-        edit=lambda c: c["config"]["tokenizer"]["config"].update(vocabulary="/etc/passwd")
+        edit_config=lambda c: c["config"]["tokenizer"]["config"].update(vocabulary="/etc/passwd")
     ),
     "a tokenizer of the model's class": dict(
-        edit=lambda c: c["config"].update(tokenizer=c["config"]["model"])
+        edit_config=lambda c: c["config"].update(tokenizer=c["config"]["model"])
     ),
     "os.system as the model": dict(
-        edit=lambda c: c["config"]["model"].update(
+        edit_config=lambda c: c["config"]["model"].update(
             module="os", class_name="system", registered_name="os>system"
         )
     ),
-    "a billion layers": dict(edit=lambda c: model_part(c).update(num_layers=10**9)),
-    "d_model as a string": dict(edit=lambda c: model_part(c).update(d_model="16")),
-    "a beam beyond memory": dict(edit=lambda c: c["config"].update(beam_size=10**9)),
+    "a billion layers": dict(edit_config=lambda c: model_config(c).update(num_layers=10**9)),
+    "d_model as a string": dict(edit_config=lambda c: model_config(c).update(d_model="16")),
+    "a beam beyond memory": dict(edit_config=lambda c: c["config"].update(beam_size=10**9)),
     "a non-UTF-8 asset": dict(asset=b"\xff\xfe\n" * 80),
     "an oversized asset": dict(asset=b"x" * (2 << 20)),
     "no asset": dict(asset=b""),
@@ -199,4 +177,4 @@ CRAFTED = {
 
 @pytest.mark.parametrize("case", list(CRAFTED))
 def test_every_crafted_file_is_one_short_line_naming_the_file(quantized, tmp_path, case):
-    refusal(whole(quantized, tmp_path / "crafted.keras", **CRAFTED[case]))
+    refusal(crafted(quantized, tmp_path, **CRAFTED[case]))
