@@ -81,7 +81,7 @@ class TimeLimit(keras.callbacks.Callback):
             self.stopped = True
             self.model.stop_training = True
             # Not a warning: the trainer reports the stop, and at the end whether the run
-            # reached its goal or how to continue (`trainer.run_verdict`).
+            # reached its goal or how to continue (`verdict.run_verdict`).
             logger.info("Time budget of %g minutes spent: stopping training.", self.minutes)
 
 

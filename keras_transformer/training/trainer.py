@@ -29,10 +29,8 @@ export, metrics) is recorded in `stages.json`, and the next run goes on with the
 not recorded.
 """
 
-import logging
 import math
 import os
-import shlex
 import shutil
 import sys
 import time
@@ -40,7 +38,6 @@ import time
 import keras
 
 from keras_transformer import _backend
-from keras_transformer.data import make_dataset
 from keras_transformer.engines import load_translator
 from keras_transformer.export import export_saved_model
 from keras_transformer.files import (
@@ -54,31 +51,19 @@ from keras_transformer.files import (
 from keras_transformer.optimizers import decay_end
 from keras_transformer.saving.weights import check_sha256
 from keras_transformer.training import fine_tune
-from keras_transformer.training.accumulation import micro_batch_tokens, per_update
+from keras_transformer.training.accumulation import per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
 from keras_transformer.training.best import export_best, make_keep_best
 from keras_transformer.training.bleu import BleuCallback
-from keras_transformer.training.building import (
-    bfloat16_trains_faster,
-    build_model,
-    compile_model,
-    decodes_in_float32,
-    load_splits,
-    make_train_data,
-)
+from keras_transformer.training.building import bfloat16_trains_faster, load_splits
 from keras_transformer.training.checkpoints import (
     PeriodicCheckpoint,
     list_checkpoints,
     restore_checkpoint,
     save_weights_atomically,
 )
-from keras_transformer.training.config import (
-    ConfigError,
-    TrainingConfig,
-    load_config,
-    warmup_note,
-)
+from keras_transformer.training.config import TrainingConfig, load_config, warmup_note
 from keras_transformer.training.curves import Curves
 from keras_transformer.training.evaluation import (
     checked_samples,
@@ -87,6 +72,7 @@ from keras_transformer.training.evaluation import (
     samples_summary,
     tune_alpha,
 )
+from keras_transformer.training.preparation import prepare_data, prepare_model
 from keras_transformer.training.recipe import AVERAGED_SHARE, resolve_recipe
 from keras_transformer.training.run import (
     FitOutcome,
@@ -97,7 +83,7 @@ from keras_transformer.training.run import (
     write_held_out,
 )
 from keras_transformer.training.stages import RunStages
-from keras_transformer.training.state import copy_weights, local_copy, to_numpy
+from keras_transformer.training.state import copy_weights, to_numpy
 from keras_transformer.training.strategy import setup_distribution
 from keras_transformer.training.tensorboard import TensorBoardLogger
 from keras_transformer.training.time_limit import (
@@ -107,15 +93,9 @@ from keras_transformer.training.time_limit import (
     TimeLimit,
 )
 
-# The 0.2.0 paths of names that moved out of this module, kept for one release.
+# `load_or_train_tokenizer` and `save_tokenizer`: their 0.2.0 path, kept for one release.
 from keras_transformer.training.tokenizers import load_or_train_tokenizer, save_tokenizer  # noqa: F401
-from keras_transformer.translator import Translator
-
-logger = logging.getLogger("keras_transformer")
-
-# The fewest steps of an epoch (the end-of-epoch validation, BLEU and checkpoint) when
-# `training.steps_per_epoch` is unset.
-MIN_EPOCH_STEPS = 100
+from keras_transformer.training.verdict import continue_command, run_verdict
 
 
 def train(config, callbacks=None, verbose="auto", init_from=None):
@@ -165,7 +145,8 @@ def train(config, callbacks=None, verbose="auto", init_from=None):
 
 
 def prepare_run(config, verbose="auto"):
-    """The first phase of `train`: strategy, output directory, data, tokenizer and model.
+    """The first phase of `train`: strategy, output directory, data, tokenizer and model (the
+    last two: `training.preparation`).
 
     Args:
         config: `TrainingConfig`, a dict of sections, or the path of a TOML/YAML file.
@@ -224,10 +205,10 @@ def prepare_run(config, verbose="auto"):
         report(held_out_report(write_held_out(paths, splits)))
     if recipe_line:
         report(recipe_line)
-    tokenizer, initial, train_data, validation_data, steps_per_epoch = _prepare_data(
+    tokenizer, initial, train_data, validation_data, steps_per_epoch = prepare_data(
         config, context, paths, report, splits, initial
     )
-    model, eval_model, translator = _prepare_model(config, context, tokenizer, report, initial)
+    model, eval_model, translator = prepare_model(config, context, tokenizer, report, initial)
     if warmup_note(config):  # A time budget's cut is known once steps are timed (`_Forecast`).
         report(f"note: {warmup_note(config)}")
     return Run(
@@ -255,126 +236,12 @@ def prepare_run(config, verbose="auto"):
     )
 
 
-def _prepare_data(config, context, paths, report, splits, initial=None):
-    """The tokenizer (and the translator of `init_from`), the training stream, the validation
-    data and the epoch size of the `splits`."""
-    streaming = splits.info.get("streaming", False)
-    num_train = splits.info["num_train"] if streaming else len(splits.train)
-    report(f"data: {config.data.dataset}: {num_train} train, {len(splits.validation)} "
-           f"validation, {len(splits.test)} test pairs" + (" (streamed)" if streaming else ""))
-    for line in splits.info.get("filters", ()):
-        report(f"data: {line}")
-    tokenizer_pairs = splits.info["scan"].tokenizer_sample if streaming else splits.train
-    tokenizer, initial = fine_tune.load_run_tokenizer(
-        config, paths, tokenizer_pairs, context.is_chief, initial
-    )
-    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
-           + (f" (from {config.training.init_from})" if initial is not None else "")
-           + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else ""))
-    accumulate = config.training.accumulate_steps  # fit batches per optimizer step
-    max_length = config.data.max_length
-    text = fine_tune.text_settings(initial)  # a fine-tuned translator's own encoding
-    try:
-        train_data = make_train_data(
-            config.data,
-            splits,
-            tokenizer,
-            micro_batch_tokens(config.data.tokens_per_batch, accumulate),
-            config.training.seed,
-            **text,
-        )
-    except ValueError as error:
-        if not _all_too_long(error):
-            raise
-        raise ConfigError(
-            f"Every training pair is longer than data.max_length = {max_length} tokens once "
-            f"tokenized, so none is left to train on: raise data.max_length. "
-            f"Received: data.max_length={max_length}"
-        ) from None
-    if streaming:
-        report(f"data: about {train_data.num_dropped} training pairs longer than "
-               f"max_length={config.data.max_length} tokens are dropped as they stream "
-               "(estimated from the tokenizer's sample)")
-    one_pass = sum(
-        math.ceil(count / size)
-        for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
-    )
-    # Unset: one pass over the data, but at least MIN_EPOCH_STEPS steps (or all the steps of
-    # a shorter run), so that a small corpus does not validate after every few steps.
-    steps_per_epoch = config.training.steps_per_epoch or max(
-        min(MIN_EPOCH_STEPS, config.training.train_steps), math.ceil(one_pass / accumulate)
-    )
-    report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
-           + (f", {accumulate} batches per step" if accumulate > 1 else ""))
-    validation_data = None
-    if splits.validation:
-        try:
-            validation_data = make_dataset(
-                splits.validation,
-                tokenizer,
-                tokens_per_batch=config.data.tokens_per_batch,
-                max_length=max_length,
-                bucket_boundaries=config.data.bucket_boundaries or None,
-                shuffle=False,
-                **text,
-            ).dataset
-        except ValueError as error:
-            if not _all_too_long(error):
-                raise
-            logger.warning(
-                "data: every validation pair is longer than data.max_length = %d tokens: "
-                "training runs without a validation loss",
-                max_length,
-            )
-        else:
-            validation_data = context.prepare_dataset(validation_data)
-    return tokenizer, initial, train_data, validation_data, steps_per_epoch
-
-
 def _fit_verbosity(verbose):
     """`fit`'s `verbose`: `"auto"` is a progress bar on a terminal, and one line per epoch
     (no carriage returns or escape codes) when the output is a file or a pipe."""
     if verbose != "auto":
         return verbose
     return 1 if sys.stdout.isatty() else 2
-
-
-def _all_too_long(error):
-    """Whether `make_dataset` refused its pairs for being all longer than `max_length`."""
-    return str(error).startswith("Every pair is longer than `max_length`")
-
-
-def _prepare_model(config, context, tokenizer, report, initial=None):
-    """The compiled model (in the strategy's scope), the model that decodes, its Translator."""
-    with context.scope():
-        model = build_model(config, tokenizer.vocabulary_size())
-        compile_model(model, config, strategy=context.strategy)
-        model.optimizer.build(model.trainable_variables)
-        if initial is not None:
-            fine_tune.check_architecture(model, initial.model, config.training.init_from)
-    report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
-           f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
-           f"dtype policy {model.dtype_policy.name}")
-    evaluation = config.evaluation
-    if decodes_in_float32(config):
-        # Mixed precision on a CPU: the run validates, tests and saves a float32 copy (same
-        # weights, synchronised before each decoding). Measured on the Bible: 1,000 test
-        # verses in 23.5 s against 60.5 s with the bf16 model, BLEU 32.01 against 32.02.
-        eval_model = local_copy(model, dtype="float32")
-    else:
-        eval_model = local_copy(model) if context.is_distributed else model
-    translator = Translator(
-        eval_model,
-        tokenizer,
-        beam_size=evaluation.beam_size,
-        alpha=evaluation.alpha,
-        max_source_length=config.data.max_length,
-        extra_length=evaluation.extra_length,
-        batch_size=evaluation.batch_size,
-        **fine_tune.text_settings(initial),
-    )
-    return model, eval_model, translator
 
 
 def fit_run(run, callbacks=None, verbose="auto"):
@@ -685,62 +552,6 @@ def finalize_run(run, outcome):
     return TrainingResult(
         model, run.translator, run.tokenizer, history, metrics, paths.output_dir, config
     )
-
-
-def continue_command(argv=None):
-    """The command that continues this run: `keras-transformer` and its arguments as given,
-    or `None` when the run was not started by the command line."""
-    argv = sys.argv if argv is None else argv
-    program = argv[0].replace(os.sep, "/") if argv else ""
-    if not (os.path.basename(program) == "keras-transformer"
-            or program.endswith("keras_transformer/cli/__main__.py")):
-        return None  # Not the command line (pytest, a notebook, a script of the user's).
-    return shlex.join(["keras-transformer", *argv[1:]])
-
-
-def run_verdict(metrics, config, command=None):
-    """The run's last line: whether it reached `evaluation.target_exact_match`, and for a run
-    the time budget stopped short of its goal (or of its steps, without a goal), how to
-    continue. `None` for a run that made all its steps without a goal.
-
-    Example:
-
-    >>> from keras_transformer.training.config import TrainingConfig
-    >>> config = TrainingConfig().replace(**{"training.minutes": 4.5,
-    ...     "training.train_steps": 600, "evaluation.target_exact_match": 0.995})
-    >>> metrics = {"steps": 432, "train_steps": 600, "stopped_by_time_limit": True,
-    ...            "test_exact_match": 0.987}
-    >>> print(run_verdict(metrics, config, "keras-transformer train --config demo.toml"))
-    not converged: test exact match 98.70 % is below the goal of 99.50 % after 432 of 600 \
-steps (the 4.5-minute time budget stopped training). To train the other 168 steps, run the \
-same command again: keras-transformer train --config demo.toml
-    >>> print(run_verdict({**metrics, "test_exact_match": 0.998}, config))
-    goal reached: test exact match 99.80 % (at least 99.50 %) after 432 of 600 steps (the \
-4.5-minute time budget stopped training there)
-    """
-    target = config.evaluation.target_exact_match
-    steps, train_steps = metrics["steps"], metrics["train_steps"]
-    stopped = metrics.get("stopped_by_time_limit")
-    exact = metrics.get("test_exact_match")
-    budget = f"the {config.training.minutes:g}-minute time budget stopped training"
-    again = (f"run the same command again: {command}" if command
-             else "run the same training again (the same config and output_dir)")
-    if target and exact is not None:
-        if exact >= target:
-            return (f"goal reached: test exact match {100 * exact:.2f} % (at least "
-                    f"{100 * target:.2f} %) after {steps:,} of {train_steps:,} steps"
-                    + (f" ({budget} there)" if stopped else ""))
-        line = (f"not converged: test exact match {100 * exact:.2f} % is below the goal of "
-                f"{100 * target:.2f} % after {steps:,} of {train_steps:,} steps")
-        if stopped:
-            return (f"{line} ({budget}). To train the other {train_steps - steps:,} steps, "
-                    f"{again}")
-        return (f"{line}: train longer (training.train_steps, in a new output_dir) or see "
-                "docs/training.md")
-    if stopped:
-        return (f"not finished: {budget} after {steps:,} of {train_steps:,} steps. To train the "
-                f"other {train_steps - steps:,} steps, {again}")
-    return None
 
 
 def _average(run, stages):
