@@ -11,12 +11,8 @@ chose and why. A setting the config names wins (see
 `TrainingConfig.is_set`); so does a fine-tune (`training.init_from`: the translator's model and
 vocabulary), and a config with no budget keeps the defaults.
 
-| training pairs | model | vocabulary | tokens per batch | warm-up (most) | peak learning rate | source |
-| --- | --- | --- | --- | --- | --- | --- |
-| up to 5,000 | tiny: 2 layers, d_model 64, 4 heads, ff_dim 256, dropout 0.1 | 1,000 | 4,096 | 400 | 0.0044 | `configs/demo.toml`'s sizes; the peak measured here on 630 Bible pairs (docs/training.md) |
-| up to 100,000, a budget of 4,000 steps or more | wide: 2 layers, d_model 192, 4 heads, ff_dim 768, dropout 0.1 | 8,000 | 4,096 | 800 | 0.0031 | the small row 1.5x wider: 35.67 test BLEU on the Bible in 60 min (2 cores), +1.1 over the small row; 36.46 with the length penalty tuned |
-| up to 100,000 | small: 2 layers, d_model 128, 4 heads, ff_dim 512, dropout 0.1 | 8,000 | 4,096 | 800 | 0.0031 | the sizes `configs/bible.toml` named (29k pairs, 33.49 test BLEU in 60 min), with 8,000 pieces instead of 4,000 (+2.8 test BLEU in 60 min side by side); for shorter budgets (`make bible MINUTES=30`); carried, not measured at other sizes |
-| more | base: 6 layers, d_model 512, 8 heads, ff_dim 2048, dropout 0.1 | 37,000 | 25,000 | 4,000 | 0.0007 | the paper (4.5 M pairs); carried, not measured here |
+The rows are `RECIPE`, as data: docs/training.md's table of them ("Small corpus") is tested
+against it (tests/training/test_recipe_docs.py).
 
 Vocabulary by corpus size follows Sennrich and Zhang (2019), "Revisiting Low-Resource Neural
 Machine Translation": small corpora want small subword vocabularies.
@@ -134,6 +130,14 @@ class RecipeRow:
     def peak_learning_rate(self):
         """The peak of the row's schedule: `scale · d_model^-0.5 · warmup^-0.5`."""
         return self.learning_rate_scale / math.sqrt(self.sizes["d_model"] * self.warmup_steps)
+
+    def model_text(self, dropout=None):
+        """The row's model in words: `2 layers, d_model 64, 4 heads, ff_dim 256, dropout 0.1`
+        (the dropout `dropout` when given: a config's own)."""
+        sizes = self.sizes
+        dropout = sizes["dropout"] if dropout is None else dropout
+        return (f"{sizes['num_layers']} layers, d_model {sizes['d_model']}, {sizes['num_heads']} "
+                f"heads, ff_dim {sizes['ff_dim']}, dropout {dropout:g}")
 
     @property
     def sizes(self):
@@ -347,16 +351,12 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
     auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
     if auto_model:
         from_row = True
-        sizes = row.sizes
         for name, value in row.model.items():
             if name == "dropout" and config.is_set("model.dropout"):
                 continue
             changes[f"model.{name}"] = value
         dropout = changes.get("model.dropout", config.model.dropout)
-        chosen.append(
-            f"{row.name} model ({sizes['num_layers']} layers, d_model {sizes['d_model']}, "
-            f"{sizes['num_heads']} heads, ff_dim {sizes['ff_dim']}, dropout {dropout:g})"
-        )
+        chosen.append(f"{row.name} model ({row.model_text(dropout)})")
     elif not config.is_set("model.dropout"):
         changes["model.dropout"] = row.model["dropout"]
         chosen.append(f"dropout {row.model['dropout']:g}")
