@@ -97,8 +97,12 @@ class DataConfig:
     source: str = ""
     target: str = ""
     corpora: list = dataclasses.field(default_factory=list)
-    streaming: bool | str = dataclasses.field(default="auto", metadata={"choices": (True, False, "auto")})
-    max_length_ratio: float = dataclasses.field(default=3.0, metadata={"check": (_off_or_at_least_one, "0 (off) or a number >= 1")})
+    streaming: bool | str = dataclasses.field(
+        default="auto", metadata={"choices": (True, False, "auto")}
+    )
+    max_length_ratio: float = dataclasses.field(
+        default=3.0, metadata={"check": (_off_or_at_least_one, "0 (off) or a number >= 1")}
+    )
     remove_duplicates: bool = True
     tokenizer_sample: int = dataclasses.field(default=200000, metadata={"min": 1})
     shuffle_buffer: int = dataclasses.field(default=100000, metadata={"min": 0})

@@ -59,13 +59,20 @@ class EvaluationConfig:
 
     beam_size: int = dataclasses.field(default=4, metadata={"min": 1})
     alpha: float = dataclasses.field(default=0.6, metadata={"min": 0})
-    alphas: list = dataclasses.field(default_factory=list, metadata={"check": (_numbers_at_least_zero, "a list of numbers >= 0")})
+    alphas: list = dataclasses.field(
+        default_factory=list, metadata={"check": (_numbers_at_least_zero, "a list of numbers >= 0")}
+    )
     extra_length: int = dataclasses.field(default=50, metadata={"min": 1})
     bleu_every: int = dataclasses.field(default=0, metadata={"min": -1})
     bleu_sentences: int = dataclasses.field(default=0, metadata={"min": 0})
     batch_size: int = dataclasses.field(default=64, metadata={"min": 1})
     test: bool = True
-    samples: list = dataclasses.field(default_factory=list, metadata={"check": (_strings, "a list of strings")})
-    sample_references: dict = dataclasses.field(default_factory=dict, metadata={"check": (_string_table, "a table of strings, a reference by source")})
+    samples: list = dataclasses.field(
+        default_factory=list, metadata={"check": (_strings, "a list of strings")}
+    )
+    sample_references: dict = dataclasses.field(
+        default_factory=dict,
+        metadata={"check": (_string_table, "a table of strings, a reference by source")},
+    )
     num_samples: int = dataclasses.field(default=5, metadata={"min": 0})
     target_exact_match: float = dataclasses.field(default=0.0, metadata={"min": 0, "max": 1})

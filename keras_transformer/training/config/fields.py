@@ -104,18 +104,17 @@ def follows_rules(value, rules):
 def rules_text(field):
     """The words for the values a field accepts, as its error says them (`an int >= 1`)."""
     rules = field.metadata
-    kind = next(kind for kind in field_types(field) if kind is not type(None))
     if "choices" in rules:
         return choices_text(rules["choices"])
     if "check" in rules:
         return rules["check"][1]
+    bounds = bounds_text(field)
     if "below" in rules:
-        return f"in [{rules['min']}, {rules['below']})"
-    if "max" in rules:
-        return f"{TYPE_NAMES[kind]} in [{rules['min']}, {rules['max']}]"
+        return f"in {bounds}"
     if "above" in rules:
-        return f"> {rules['above']}"
-    return f"{TYPE_NAMES[kind]} >= {rules['min']}"
+        return bounds
+    kind = next(kind for kind in field_types(field) if kind is not type(None))
+    return f"{TYPE_NAMES[kind]} {'in ' if 'max' in rules else ''}{bounds}"
 
 
 def bounds_text(field):

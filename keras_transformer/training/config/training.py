@@ -67,8 +67,12 @@ class TrainingSection:
     steps_per_epoch: int = dataclasses.field(default=0, metadata={"min": 0})
     minutes: float = dataclasses.field(default=0.0, metadata={"min": 0})
     label_smoothing: float = dataclasses.field(default=0.1, metadata={"min": 0, "below": 1})
-    mixed_precision: str = dataclasses.field(default="", metadata={"choices": tuple(MIXED_PRECISION)})
-    jit_compile: bool | str = dataclasses.field(default="auto", metadata={"choices": (True, False, "auto")})
+    mixed_precision: str = dataclasses.field(
+        default="", metadata={"choices": tuple(MIXED_PRECISION)}
+    )
+    jit_compile: bool | str = dataclasses.field(
+        default="auto", metadata={"choices": (True, False, "auto")}
+    )
     seed: int = 0
     checkpoint_every: int = dataclasses.field(default=0, metadata={"min": 0})
     average_checkpoints: int = dataclasses.field(default=5, metadata={"min": 1})
