@@ -33,6 +33,7 @@ _EXPORTS = {
     "load_translator": "loading",
     "open_engine": "loading",
     "check_options": "loading",
+    "use_compilation_cache": "compilation",
     "SavedModelTranslator": "saved_model",
     "CTranslate2Translator": "ctranslate2",
     "PATIENCE": "ctranslate2",
