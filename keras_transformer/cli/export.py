@@ -135,7 +135,7 @@ def run_export(args):
                     f"Received: {name}={value!r}"
                 )
         if args.format == "marian":
-            from keras_transformer.export.marian import export_marian
+            from keras_transformer.export import export_marian
 
             written = export_marian(args.translator, args.output, overwrite=bool(args.overwrite))
         elif args.format == "ctranslate2":

@@ -8,7 +8,7 @@ version directories (as `export --version N` writes them) serves its highest ver
 `ServedModel` that watches it loads, warms and switches to a newer version when one appears,
 while the old one answers the batches already under way (as TensorFlow Serving does).
 Version directories are written under a temporary name and renamed when complete
-(`keras_transformer.export.versions`), so a version that appears is whole; one copied into
+(`keras_transformer.formats.versions`), so a version that appears is whole; one copied into
 place (`cp -r`, `rsync`) is tried only once its listing (`version_listing`) has stayed the
 same for one poll, and one that failed is tried again when its listing changes.
 """
@@ -23,7 +23,7 @@ import time
 from keras_transformer.engines.loading import open_engine
 from keras_transformer.engines.location import Location, detect_engine, locate
 from keras_transformer.engines.names import WARMUPS  # noqa: F401 (`--warmup`'s choices)
-from keras_transformer.export.versions import latest_version
+from keras_transformer.formats.versions import latest_version
 
 # `es:en=PATH`: a language pair, then the path. Codes as LibreTranslate's (`en`, `pt-BR`,
 # `zh-Hans`): a letter, then letters, digits, `-` or `_`.
