@@ -1,5 +1,5 @@
-"""Moved in 0.4.0 to `keras_transformer.formats.ctranslate2.writer`: this path is that module (the same
-object, so its names and any patch of them are shared) for one release."""
+"""Moved in 0.4.0 to `keras_transformer.formats.ctranslate2.writer`: this path is that module
+(the same object, so its names and any patch of them are shared) for one release."""
 
 import sys
 

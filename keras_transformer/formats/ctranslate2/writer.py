@@ -23,7 +23,7 @@ from keras import ops
 from keras_transformer.files import atomic_directory
 from keras_transformer.formats.checks import check_translator
 from keras_transformer.formats.ctranslate2.layout import METADATA_FILENAME, QUANTIZATIONS
-from keras_transformer.formats.ctranslate2.reader import read_settings  # noqa: F401 (the 0.3.0 module held it)
+from keras_transformer.formats.ctranslate2.reader import read_settings  # noqa: F401 (0.3.0 API)
 from keras_transformer.formats.versions import version_directory
 from keras_transformer.layers.positional_embedding import sinusoidal_encoding
 from keras_transformer.translation import check_search_options
