@@ -28,6 +28,13 @@ import sys
 LAYERS = [
     # Base helpers: no model code.
     ["version", "_lazy", "_checks", "files", "buckets", "_backend", "engines.names"],
+    # The file formats' layouts (names, settings, warm-up records): what readers import.
+    [
+        "formats.versions",
+        "formats.saved_model.layout",
+        "formats.ctranslate2.layout",
+        "formats.marian.layout",
+    ],
     # Keras objects.
     ["hyperparameters", "layers", "losses", "metrics", "schedules", "optimizers"],
     # The file formats, handed the classes they read and write.
@@ -44,8 +51,9 @@ LAYERS = [
     # handed the translate call; then the Keras engine.
     ["documents"],
     ["translator"],
-    ["export.versions"],
-    # The exporters, and the Marian importer beside them (`export.marian`).
+    # The file formats, one folder each, both directions (writers, the Marian importer, the
+    # CTranslate2 settings reader); `export` re-exports their public functions.
+    ["formats"],
     ["export"],
     ["engines"],
     ["training"],

@@ -96,7 +96,7 @@ class Translator(keras.Model, EngineBase):
             `min(2, os.cpu_count())` for a compiled search on TensorFlow or JAX, else `1`
             (PyTorch's eager search already uses every thread `torch.set_num_threads` gives).
         source_start_token: bool. Sources begin with `[START]`; `False` for models trained on
-            `pieces [END]` sources (Marian / OPUS-MT, see `keras_transformer.export.marian`).
+            `pieces [END]` sources (Marian / OPUS-MT, see `keras_transformer.formats.marian`).
             Defaults to `True`.
         **kwargs: `keras.Model` arguments (`name`).
 

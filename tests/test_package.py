@@ -35,6 +35,11 @@ EXTRAS_OF_MODULE = {
     "keras_transformer.engines": ("ctranslate2", "tensorflow"),
     "keras_transformer.export": ("tensorflow",),
     "keras_transformer.export.ctranslate2": ("ctranslate2", "tensorflow"),
+    "keras_transformer.formats": ("tensorflow",),
+    "keras_transformer.formats.ctranslate2": ("ctranslate2", "tensorflow"),
+    # pytorch_model.bin (model.safetensors needs no PyTorch).
+    "keras_transformer.formats.marian": ("marian", "tensorflow", "torch"),
+    "keras_transformer.formats.marian.npz": ("marian",),
     "keras_transformer.saving.preset": ("hub",),  # hf:// and kaggle:// presets
     "keras_transformer.serving": ("serve", "ctranslate2", "tensorflow"),
     # pytorch_model.bin (model.safetensors needs no PyTorch).

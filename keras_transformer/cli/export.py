@@ -12,6 +12,7 @@ from keras_transformer.cli.common import (
     positive_int,
     print_error,
 )
+from keras_transformer.engines.names import CTRANSLATE2, KERAS_FILE, SAVED_MODEL
 
 # The Python names of the options, as errors of the exporters spell them.
 EXPORT_OPTIONS = {
@@ -54,8 +55,8 @@ def add_export_parser(subparsers):
     )
     parser.add_argument(
         "--format",
-        choices=("saved_model", "ctranslate2", "marian"),
-        default="saved_model",
+        choices=(SAVED_MODEL, CTRANSLATE2, "marian"),
+        default=SAVED_MODEL,
         help="'ctranslate2': a CTranslate2 model directory, for `translate --engine "
         "ctranslate2`; 'marian': a Hugging Face MarianMTModel directory, for transformers "
         "(default: saved_model)",
@@ -129,16 +130,16 @@ def run_export(args):
         saved_model_only["max_request_size"] = args.max_request_size
     try:
         for name, value in saved_model_only.items():
-            if args.format != "saved_model" and value is not None:
+            if args.format != SAVED_MODEL and value is not None:
                 raise ValueError(
                     f"`--{name.replace('_', '-')}` applies to `--format saved_model` only. "
                     f"Received: {name}={value!r}"
                 )
         if args.format == "marian":
-            from keras_transformer.export.marian import export_marian
+            from keras_transformer.export import export_marian
 
             written = export_marian(args.translator, args.output, overwrite=bool(args.overwrite))
-        elif args.format == "ctranslate2":
+        elif args.format == CTRANSLATE2:
             written = export_ctranslate2(
                 translator,
                 args.output,
@@ -183,7 +184,7 @@ def run_export(args):
 def run_translator(path):
     """`path`, or the `translator.keras` of a training run's output directory `path` (a
     directory that is no preset: a preset holds `metadata.json`)."""
-    keras_file = os.path.join(path, "translator.keras")
+    keras_file = os.path.join(path, KERAS_FILE)
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "metadata.json")):
         if os.path.isfile(keras_file):
             return keras_file

@@ -1,5 +1,5 @@
 """`keras-transformer import`: a model of another toolkit as one of our preset directories
-(`keras_transformer.export.marian`)."""
+(`keras_transformer.formats.marian`)."""
 
 import argparse
 import sys
@@ -61,7 +61,7 @@ def add_import_parser(subparsers):
 
 def run_import(args):
     """Handler of `import`: returns the exit status (2 for a directory that does not fit)."""
-    from keras_transformer.export.marian import import_marian
+    from keras_transformer.export import import_marian
 
     try:
         import_marian(

@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import logging
 
+from keras_transformer import serving
 from keras_transformer.cli.common import (
     add_common_arguments,
     non_negative_float,
@@ -20,6 +21,7 @@ from keras_transformer.cli.common import (
     print_error,
 )
 from keras_transformer.engines.names import ENGINES, WARMUPS
+from keras_transformer.serving.settings import OPTIONS, Settings
 
 # The widest beam `--beam-sizes` takes: past it a search costs more than any quality it buys.
 MAX_BEAM_SIZE = 64
@@ -50,139 +52,38 @@ def add_serve_parser(subparsers):
     parser.add_argument(
         "--engine", choices=ENGINES, default=None, help="the engine (default: from the files)"
     )
-    parser.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default: 127.0.0.1, this machine only)",
-    )
-    parser.add_argument(
-        "--port", type=non_negative_int, default=5000, help="port (default: 5000; 0: any free port)"
-    )
-    parser.add_argument(
-        "--char-limit",
-        type=non_negative_int,
-        default=5000,
-        help="most characters per request (413 beyond; 0: none; default: 5000)",
-    )
-    parser.add_argument(
-        "--batch-limit",
-        type=non_negative_int,
-        default=64,
-        help="most texts in one request's q list (400 beyond; 0: none; default: 64)",
-    )
-    parser.add_argument(
-        "--body-limit",
-        type=positive_int,
-        default=1 << 20,
-        help="most bytes of a request body, checked before it is read (413; default: 1048576)",
-    )
-    parser.add_argument(
-        "--file-limit",
-        type=non_negative_int,
-        default=10 << 20,
-        help="most bytes of a file sent to POST /translate_file (413 beyond; its text also "
-        "counts against --char-limit); 0 turns file translation off (default: 10485760)",
-    )
-    parser.add_argument(
-        "--file-ttl",
-        type=positive_float,
-        default=1800.0,
-        help="seconds a translated file waits for its download before it is removed "
-        "(default: 1800)",
-    )
-    parser.add_argument(
-        "--req-limit",
-        type=non_negative_int,
-        default=0,
-        help="requests per minute per client address, or per API key without a limit of its own "
-        "(429 beyond; default: 0, none)",
-    )
-    parser.add_argument(
-        "--api-keys",
-        metavar="FILE",
-        default=None,
-        help="a file of API keys, one a line, each optionally followed by its requests per "
-        "minute; /translate then needs one (403). Read again within a second of a change "
-        "(keys revoked or added without a restart); a file that does not parse keeps the "
-        "keys read before",
-    )
+    parser.add_argument("--host", **_option("host"))
+    parser.add_argument("--port", type=non_negative_int, **_option("port"))
+    parser.add_argument("--char-limit", type=non_negative_int, **_option("char_limit"))
+    parser.add_argument("--batch-limit", type=non_negative_int, **_option("batch_limit"))
+    parser.add_argument("--body-limit", type=positive_int, **_option("body_limit"))
+    parser.add_argument("--file-limit", type=non_negative_int, **_option("file_limit"))
+    parser.add_argument("--file-ttl", type=positive_float, **_option("file_ttl"))
+    parser.add_argument("--req-limit", type=non_negative_int, **_option("req_limit"))
+    parser.add_argument("--api-keys", metavar="FILE", **_option("api_keys"))
     parser.add_argument(
         "--forwarded-allow-ips",
         type=forwarded_allow_ips,
-        default=(),
         metavar="IPS",
-        help="comma-separated addresses or networks of the reverse proxies whose "
-        "X-Forwarded-For (the client, for --req-limit) and X-Forwarded-Proto are trusted, e.g. "
-        "127.0.0.1 for a proxy on this machine; '*' trusts anyone (only where no client can "
-        "reach the server but through the proxy). Default: none, the headers are ignored",
+        **_option("forwarded_allow_ips"),
+    )
+    # `append` adds to a copy of its default: a list.
+    cors_origins = _option("cors_origins")
+    cors_origins["default"] = list(cors_origins["default"])
+    parser.add_argument("--cors-origin", action="append", metavar="ORIGIN", **cors_origins)
+    parser.add_argument("--timeout", type=positive_float, **_option("timeout"))
+    parser.add_argument("--header-timeout", type=positive_float, **_option("header_timeout"))
+    parser.add_argument("--body-timeout", type=positive_float, **_option("body_timeout"))
+    parser.add_argument("--max-connections", type=positive_int, **_option("max_connections"))
+    parser.add_argument(
+        "--max-batch-sentences", type=positive_int, **_option("max_batch_sentences")
     )
     parser.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="an origin (https://app.example) whose web pages may call the API; '*' for any, "
-        "as LibreTranslate allows. Repeat for several (default: none)",
+        "--max-queue-sentences", type=positive_int, **_option("max_queue_sentences")
     )
-    parser.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=60.0,
-        help="seconds a request may wait for its translation (503 beyond; default: 60)",
-    )
-    parser.add_argument(
-        "--header-timeout",
-        type=positive_float,
-        default=10.0,
-        help="seconds for a request's line and headers to arrive whole (408 and closed "
-        "beyond; default: 10)",
-    )
-    parser.add_argument(
-        "--body-timeout",
-        type=positive_float,
-        default=30.0,
-        help="most seconds between two reads of a request body (408 and closed beyond; "
-        "default: 30)",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=positive_int,
-        default=1000,
-        help="most open connections; a new one past it is answered 503 (default: 1000)",
-    )
-    parser.add_argument(
-        "--max-batch-sentences",
-        type=positive_int,
-        default=None,
-        help="most sentences merged into one engine call (default: 32)",
-    )
-    parser.add_argument(
-        "--max-queue-sentences",
-        type=positive_int,
-        default=1024,
-        help="most sentences waiting per model (503 beyond; default: 1024)",
-    )
-    parser.add_argument(
-        "--engine-calls",
-        type=non_negative_int,
-        default=0,
-        help="engine calls run at once per model, each by its own thread (default: 0, the "
-        "model's: 2 for a compiled Keras search on 2 cores or more, else 1)",
-    )
-    parser.add_argument(
-        "--batch-wait-ms",
-        type=non_negative_float,
-        default=0.0,
-        help="milliseconds to wait for more requests before running a batch that is not full "
-        "(default: 0: run at once; requests arriving meanwhile make the next batch)",
-    )
-    parser.add_argument(
-        "--warmup",
-        choices=WARMUPS,
-        default="default",
-        help="compile before ready: 'default' every shape of the default search, 'full' the "
-        "target-prefix searches too, 'none' nothing (default: default)",
-    )
+    parser.add_argument("--engine-calls", type=non_negative_int, **_option("engine_calls"))
+    parser.add_argument("--batch-wait-ms", type=non_negative_float, **_option("batch_wait", 1000))
+    parser.add_argument("--warmup", choices=WARMUPS, **_option("warmup"))
     parser.add_argument(
         "--beam-sizes",
         type=_beam_sizes,
@@ -198,22 +99,22 @@ def add_serve_parser(subparsers):
         "warm-up; default: off, a request asking for it is a 400)",
     )
     parser.add_argument(
-        "--no-segment",
-        dest="segment",
-        action="store_false",
-        help="translate each line of a text whole instead of sentence by sentence, as before "
-        "0.4: a line too long for the model is truncated (a request's `segment` field "
-        "overrides it)",
+        "--no-segment", dest="segment", action="store_false", **_option("segment")
     )
-    parser.add_argument(
-        "--poll-seconds",
-        type=non_negative_float,
-        default=5.0,
-        help="how often a base path is checked for a newer version (default: 5; 0: never)",
-    )
+    parser.add_argument("--poll-seconds", type=non_negative_float, **_option("poll_seconds"))
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_serve)
     return parser
+
+
+def _option(name, scale=None):
+    """`default` and `help` of the serve setting `name` (`serving.settings.OPTIONS`), the
+    default times `scale` if given (a unit of the flag's own), shown as `%g` for a float."""
+    default = OPTIONS[name].default
+    if scale is not None:
+        default *= scale
+    shown = format(default, "g") if isinstance(default, float) else str(default)
+    return {"default": default, "help": OPTIONS[name].help.replace("%(default)s", shown)}
 
 
 def forwarded_allow_ips(text):
@@ -249,26 +150,18 @@ def forwarded_allow_ips(text):
 
 def run_serve(args):
     """Handler of `serve`: returns the exit status (0 after a drain, 2 when it cannot start)."""
-    # Starlette, uvicorn and the engines' framework: only once the command runs.
-    from keras_transformer.serving import (
-        ApiKeys,
-        SearchPolicy,
-        ServedModel,
-        ServeError,
-        Settings,
-        serve,
-    )
-    from keras_transformer.serving.models import check_specs, parse_model_spec
+    # `serving`'s names load on first use: Starlette, uvicorn and the engines' framework only
+    # once the command runs.
 
     try:
-        specs = [parse_model_spec(text) for text in args.model]
-        check_specs(specs)
-        api_keys = ApiKeys.from_file(args.api_keys) if args.api_keys else None
+        specs = [serving.parse_model_spec(text) for text in args.model]
+        serving.check_specs(specs)
+        api_keys = serving.ApiKeys.from_file(args.api_keys) if args.api_keys else None
     except ValueError as error:
         print_error(str(error))
         return 2
     _log_to_stderr()
-    max_batch = args.max_batch_sentences or 32
+    max_batch = args.max_batch_sentences
     settings = Settings(
         char_limit=args.char_limit,
         batch_limit=args.batch_limit,
@@ -289,13 +182,14 @@ def run_serve(args):
         max_connections=args.max_connections,
         forwarded_allow_ips=args.forwarded_allow_ips,
     )
-    policy = SearchPolicy(beam_sizes=args.beam_sizes, sampling=args.sampling)
+    policy = serving.SearchPolicy(beam_sizes=args.beam_sizes, sampling=args.sampling)
     models = [
-        ServedModel(spec, args.engine, max_batch, args.warmup, policy=policy) for spec in specs
+        serving.ServedModel(spec, args.engine, max_batch, args.warmup, policy=policy)
+        for spec in specs
     ]
     try:
-        return serve(models, settings, args.host, args.port, args.poll_seconds)
-    except ServeError as error:
+        return serving.serve(models, settings, args.host, args.port, args.poll_seconds)
+    except serving.ServeError as error:
         print_error(str(error))
         return 2
 

@@ -12,8 +12,8 @@ order.
 import functools
 
 from keras_transformer.decoding import length_penalty
-from keras_transformer.export.ctranslate2 import read_settings
-from keras_transformer.export.versions import latest_version
+from keras_transformer.formats.ctranslate2.reader import read_settings
+from keras_transformer.formats.versions import latest_version
 from keras_transformer.generation import trim
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import (

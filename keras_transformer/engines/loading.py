@@ -6,7 +6,7 @@ import warnings
 
 from keras_transformer.engines.ctranslate2 import CTranslate2Translator
 from keras_transformer.engines.location import Location, locate
-from keras_transformer.engines.names import KERAS_FILE
+from keras_transformer.engines.names import KERAS, KERAS_FILE, SAVED_MODEL
 from keras_transformer.engines.saved_model import SavedModelTranslator
 from keras_transformer.saving.checks import file_refusal
 from keras_transformer.saving.weights import check_finite
@@ -50,11 +50,11 @@ def open_engine(location):
             f"Received: location={location!r}"
         )
     path = os.fspath(location.path)
-    if location.engine == "keras":
+    if location.engine == KERAS:
         if os.path.isdir(path) and not os.path.isfile(os.path.join(path, KERAS_FILE)):
             return load_keras_translator(path)  # a preset: its own checks and messages
         return load_checked_keras(path)
-    if location.engine == "saved_model":
+    if location.engine == SAVED_MODEL:
         return SavedModelTranslator(path)
     return CTranslate2Translator(path)
 

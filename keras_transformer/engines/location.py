@@ -10,7 +10,7 @@ from keras_transformer.engines.names import (
     KERAS_FILE,
     SAVED_MODEL_FILE,
 )
-from keras_transformer.export.versions import latest_version
+from keras_transformer.formats.versions import latest_version
 from keras_transformer.saving.preset import HUB_SCHEMES, hub_directory, is_preset
 
 

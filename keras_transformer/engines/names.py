@@ -3,10 +3,10 @@ strings, framework-free, so that the command line's parsers import them at modul
 loading a framework (`keras_transformer.engines` itself loads its engines on first use)."""
 
 # `load_translator`'s engines, `--engine`'s choices.
-ENGINES = ("keras", "saved_model", "ctranslate2")
+KERAS, SAVED_MODEL, CTRANSLATE2 = ENGINES = ("keras", "saved_model", "ctranslate2")
 # What `serve --warmup` may ask for: the default search of every compiled shape, that and the
 # target-prefix searches, or nothing.
-WARMUPS = ("default", "full", "none")
+DEFAULT_WARMUP, FULL_WARMUP, NO_WARMUP = WARMUPS = ("default", "full", "none")
 # The file a training run (and its `best/`) writes the Keras Translator to.
 KERAS_FILE = "translator.keras"
 # A SavedModel's graph.

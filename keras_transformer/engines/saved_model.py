@@ -3,7 +3,7 @@
 
 import os
 
-from keras_transformer.export.saved_model import (
+from keras_transformer.formats.saved_model.layout import (
     INPUT_NAME,
     MAX_REQUEST_SIZE,
     N_BEST_SIGNATURE_NAME,

@@ -1,19 +1,25 @@
 """Exporters: a trained `Translator` written for other runtimes.
 
-- `export_saved_model` (`saved_model`): a TensorFlow SavedModel serving strings (TF Serving).
-- `export_ctranslate2` (`ctranslate2`): a CTranslate2 model directory.
-- `import_marian` / `export_marian` (`marian`): Hugging Face `MarianMTModel` directories
-  (OPUS-MT) in and out.
-- `version_directory` / `latest_version` (`versions`): the numbered layout a model server
-  watches, shared by both.
+- `export_saved_model`: a TensorFlow SavedModel serving strings (TF Serving).
+- `export_ctranslate2`: a CTranslate2 model directory.
+- `import_marian` / `export_marian`: Hugging Face `MarianMTModel` directories (OPUS-MT) in and
+  out, and Marian NMT `.npz` checkpoints in.
+- `version_directory` / `latest_version`: the numbered layout a model server watches, shared
+  by both.
+
+Each lives with its format in `keras_transformer.formats` (one folder per format, both
+directions); the 0.3.0 submodules (`export.saved_model`, `export.ctranslate2`,
+`export.marian`, `export.marian_npz`, `export.versions`) stay importable for one release.
 
 The engines that translate with these files are in `keras_transformer.engines`. Importing this
 package imports Keras, not TensorFlow or CTranslate2: those load when an export runs.
 """
 
-from keras_transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
-from keras_transformer.export.marian import export_marian, import_marian
-from keras_transformer.export.saved_model import (
+from keras_transformer.formats.checks import check_translator
+from keras_transformer.formats.ctranslate2.layout import QUANTIZATIONS
+from keras_transformer.formats.ctranslate2.writer import export_ctranslate2
+from keras_transformer.formats.marian.hf import export_marian, import_marian
+from keras_transformer.formats.saved_model.layout import (
     INPUT_NAME,
     METADATA_PATH,
     N_BEST_SIGNATURE_NAME,
@@ -21,14 +27,16 @@ from keras_transformer.export.saved_model import (
     PREFIX_SIGNATURE_NAME,
     SIGNATURE_NAME,
     WARMUP_PATH,
-    export_saved_model,
-    make_serving_function,
-    make_warmup_requests,
     read_metadata,
     read_warmup_requests,
     write_warmup_requests,
 )
-from keras_transformer.export.versions import check_translator, latest_version, version_directory
+from keras_transformer.formats.saved_model.writer import (
+    export_saved_model,
+    make_serving_function,
+    make_warmup_requests,
+)
+from keras_transformer.formats.versions import latest_version, version_directory
 
 __all__ = [
     "INPUT_NAME",

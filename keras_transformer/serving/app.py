@@ -24,7 +24,6 @@ path quoted in it at most `MAX_QUOTED_PATH`).
 """
 
 import asyncio
-import dataclasses
 import importlib.resources
 import json
 import logging
@@ -40,8 +39,8 @@ from keras_transformer.documents.detection import LanguageDetector
 from keras_transformer.documents.files import available_formats
 from keras_transformer.documents.html import translate_html
 from keras_transformer.documents.texts import plan_for, rounds
+from keras_transformer.serving import routes as routing
 from keras_transformer.serving.batching import (
-    DEFAULT_BATCH_SENTENCES,
     Batcher,
     Job,
     QueueClosed,
@@ -58,6 +57,7 @@ from keras_transformer.serving.limits import BodyLimit, BodyTooLarge, RateLimite
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.openapi import openapi_document
 from keras_transformer.serving.requests import ApiError, parse_detect, parse_translate
+from keras_transformer.serving.settings import Settings  # noqa: F401 (its home until 0.4.0)
 from keras_transformer.translation import Translation
 
 ACCESS_LOG = logging.getLogger("keras_transformer.serving.access")
@@ -82,87 +82,31 @@ LANGUAGE_NAMES = {
     "zh": "Chinese",
     "auto": "Auto (the served source)",
 }
-# The routes, each spelled once: path, handler (made for a `ServerState`), methods.
-# `create_app` serves them, the access log names requests by them, and a test holds the
-# OpenAPI document's paths to them.
-ROUTE_TABLE = (
-    ("/", lambda state: _page(), ("GET",)),
-    ("/translate", lambda state: _translate(state), ("POST",)),
-    ("/detect", lambda state: _detect(state), ("POST",)),
-    ("/translate_file", lambda state: translate_file_route(state), ("POST",)),
-    ("/download_file/{token}/{name}", lambda state: download_file_route(state), ("GET",)),
-    ("/languages", lambda state: _languages(state), ("GET", "POST")),
-    ("/frontend/settings", lambda state: _frontend_settings(state), ("GET",)),
-    ("/health", lambda state: _ready(state), ("GET",)),
-    ("/health/ready", lambda state: _ready(state), ("GET",)),
-    ("/health/live", lambda state: _live, ("GET",)),
-    ("/metrics", lambda state: _metrics(state), ("GET",)),
-    ("/openapi.json", lambda state: _openapi(state), ("GET",)),
-    ("/spec", lambda state: _openapi(state), ("GET",)),
-)
-ROUTES = tuple(path for path, _, _ in ROUTE_TABLE)
+# A handler (made for a `ServerState`) per route of `routes.ROUTES`, where the paths and
+# methods are spelled; `create_app` serves them, the access log names requests by them.
+HANDLERS = {
+    "/": lambda state: _page(),
+    "/translate": lambda state: _translate(state),
+    "/detect": lambda state: _detect(state),
+    "/translate_file": lambda state: translate_file_route(state),
+    "/download_file/{token}/{name}": lambda state: download_file_route(state),
+    "/languages": lambda state: _languages(state),
+    "/frontend/settings": lambda state: _frontend_settings(state),
+    "/health": lambda state: _ready(state),
+    "/health/ready": lambda state: _ready(state),
+    "/health/live": lambda state: _live,
+    "/metrics": lambda state: _metrics(state),
+    "/openapi.json": lambda state: _openapi(state),
+    "/spec": lambda state: _openapi(state),
+}
+# The paths (a request outside them is logged as "other").
+ROUTES = routing.PATHS
 # The longest error message answered (a longer one is cut, saying so), and the longest part of
 # a request's path an error quotes: a 60,000-character path gets a short 404.
 MAX_ERROR_CHARACTERS = 1000
 MAX_QUOTED_PATH = 200
 # Bytes of a plain-text error body that `JsonErrors` reads to quote; the rest is discarded.
 MAX_TEXT_ERROR_BYTES = 4096
-
-
-@dataclasses.dataclass
-class Settings:
-    """The limits of a server (the command's options).
-
-    Attributes:
-        char_limit: int. Most characters of all texts of one request (413 beyond); `0`: none.
-        batch_limit: int. Most texts in one request's `q` list (400 beyond); `0`: none.
-        body_limit: int. Most bytes of a request body (413, checked before it is read).
-        timeout: float. Seconds a request may wait for its translation (503 beyond).
-        req_limit: int. Requests per minute per client address, or per key without a limit
-            of its own (429 beyond); `0`: none.
-        api_keys: `limits.ApiKeys` or `None`. When given, `/translate` and `/detect` need
-            one (403).
-        max_batch_sentences: int. Most sentences merged into one engine call.
-        max_queue_sentences: int. Most sentences waiting per model (503 beyond).
-        batch_wait: float. Seconds to wait for more requests before a batch that is not full.
-        cors_origins: tuple of str. Origins whose pages may call the API from a browser
-            (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
-        engine_calls: int. Engine calls run at once per model; `0`: the model's
-            (`models.ServedModel.concurrent_calls`).
-        segment: bool. Cut each text into sentences before translating (a request's
-            `segment` field overrides it); `False`: each line whole, as before 0.4.
-        file_limit: int. Most bytes of a file sent to `/translate_file` (413 beyond); `0`:
-            file translation off (403).
-        file_ttl: float. Seconds a translated file waits for its download.
-        header_timeout: float. Seconds for a request's line and headers to arrive whole,
-            from the connection or a next request's first byte (408 and closed beyond).
-        body_timeout: float. Most seconds between two reads of a request body (408 and
-            closed beyond).
-        max_connections: int. Most open connections; a new one past it is answered 503.
-        forwarded_allow_ips: tuple of str. The proxies (addresses, networks, `"*"`) whose
-            `X-Forwarded-For` and `X-Forwarded-Proto` headers name the client and scheme
-            (uvicorn's `forwarded_allow_ips`); empty: none, the headers are ignored and a
-            client is the address that connected.
-    """
-
-    char_limit: int = 5000
-    batch_limit: int = 64
-    body_limit: int = 1 << 20
-    timeout: float = 60.0
-    req_limit: int = 0
-    api_keys: object = None
-    max_batch_sentences: int = DEFAULT_BATCH_SENTENCES
-    max_queue_sentences: int = 1024
-    batch_wait: float = 0.0
-    cors_origins: tuple = ()
-    engine_calls: int = 0
-    segment: bool = True
-    file_limit: int = 10 << 20
-    file_ttl: float = 1800.0
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    max_connections: int = 1000
-    forwarded_allow_ips: tuple = ()
 
 
 class ServerState:
@@ -257,8 +201,8 @@ def create_app(state):
     """The Starlette application of a `ServerState` (wrapped in the body-size bound and the
     access log)."""
     routes = [
-        Route(path, handler(state), methods=list(methods))
-        for path, handler, methods in ROUTE_TABLE
+        Route(route.path, HANDLERS[route.path](state), methods=list(route.methods))
+        for route in routing.ROUTES
     ]
     app = Starlette(
         routes=routes,

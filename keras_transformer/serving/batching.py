@@ -20,10 +20,8 @@ import dataclasses
 import threading
 import time
 
+from keras_transformer.serving.settings import DEFAULT_BATCH_SENTENCES
 from keras_transformer.translation import SearchOptions  # noqa: F401 (its old home)
-
-# Most sentences merged into one engine call, unless the server is told otherwise.
-DEFAULT_BATCH_SENTENCES = 32
 
 
 class QueueFull(Exception):

@@ -254,7 +254,7 @@ def admit(settings, limiter, client, api_key):
     translates.
 
     Args:
-        settings: `app.Settings`.
+        settings: `settings.Settings`.
         limiter: `RateLimiter`.
         client: str. The client's address (`client_key` names it).
         api_key: str or `None`. The request's key.

@@ -8,7 +8,7 @@ version directories (as `export --version N` writes them) serves its highest ver
 `ServedModel` that watches it loads, warms and switches to a newer version when one appears,
 while the old one answers the batches already under way (as TensorFlow Serving does).
 Version directories are written under a temporary name and renamed when complete
-(`keras_transformer.export.versions`), so a version that appears is whole; one copied into
+(`keras_transformer.formats.versions`), so a version that appears is whole; one copied into
 place (`cp -r`, `rsync`) is tried only once its listing (`version_listing`) has stayed the
 same for one poll, and one that failed is tried again when its listing changes.
 """
@@ -22,8 +22,14 @@ import time
 
 from keras_transformer.engines.loading import open_engine
 from keras_transformer.engines.location import Location, detect_engine, locate
-from keras_transformer.engines.names import WARMUPS  # noqa: F401 (`--warmup`'s choices)
-from keras_transformer.export.versions import latest_version
+from keras_transformer.engines.names import (  # noqa: F401 (WARMUPS: `--warmup`'s choices)
+    DEFAULT_WARMUP,
+    FULL_WARMUP,
+    NO_WARMUP,
+    WARMUPS,
+)
+from keras_transformer.formats.versions import latest_version
+from keras_transformer.serving.settings import DEFAULT_BATCH_SENTENCES, OPTIONS
 
 # `es:en=PATH`: a language pair, then the path. Codes as LibreTranslate's (`en`, `pt-BR`,
 # `zh-Hans`): a letter, then letters, digits, `-` or `_`.
@@ -110,7 +116,7 @@ def _raise(error):
     raise error
 
 
-def warm(engine, max_batch_sentences, warmup="default", extra_searches=()):
+def warm(engine, max_batch_sentences, warmup=DEFAULT_WARMUP, extra_searches=()):
     """Runs the searches a served engine compiles, so that no request pays a compilation:
     the engine's `warmup_requests(max_batch_sentences)` (`keras_transformer.translation.
     Engine`), the target-prefix ones only with `warmup="full"`; each of its default-search
@@ -126,12 +132,12 @@ def warm(engine, max_batch_sentences, warmup="default", extra_searches=()):
     Returns:
         int, the number of warm-up calls made.
     """
-    if warmup == "none":
+    if warmup == NO_WARMUP:
         return 0
     requests = [
         request
         for request in engine.warmup_requests(max_batch_sentences)
-        if request.prefixes is None or warmup == "full"
+        if request.prefixes is None or warmup == FULL_WARMUP
     ]
     calls = [(request.options, request) for request in requests]
     for fields in extra_searches:
@@ -218,7 +224,8 @@ class ServedModel:
     Args:
         spec: `ModelSpec`.
         engine: str or `None`. `engines.load_translator`'s `engine`. Defaults to `None`.
-        max_batch_sentences: int. The largest batch the warm-up covers.
+        max_batch_sentences: int. The largest batch the warm-up covers. Defaults to
+            `settings.DEFAULT_BATCH_SENTENCES` (32).
         warmup: one of `WARMUPS`. Defaults to `"default"`.
         log: callable `(str)`, for the version changes. Defaults to `None`: the
             `keras_transformer.serving` logger.
@@ -230,8 +237,8 @@ class ServedModel:
         self,
         spec,
         engine=None,
-        max_batch_sentences=32,
-        warmup="default",
+        max_batch_sentences=DEFAULT_BATCH_SENTENCES,
+        warmup=OPTIONS["warmup"].default,
         log=None,
         policy=None,
     ):

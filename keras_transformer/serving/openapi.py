@@ -1,5 +1,6 @@
 """The OpenAPI 3 description of the server (`GET /openapi.json`, `GET /spec`)."""
 
+from keras_transformer.serving.routes import ROUTES
 from keras_transformer.version import __version__
 
 _ERROR = {
@@ -18,6 +19,10 @@ _ERROR = {
 
 def _json(schema, description="OK"):
     return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _text(media_type):
+    return {"description": "OK", "content": {media_type: {"schema": {"type": "string"}}}}
 
 
 def _status(schema):
@@ -176,6 +181,51 @@ def openapi_document(settings):
         },
     }
     path_parameter = {"in": "path", "required": True, "schema": {"type": "string"}}
+    # Each route's operation (the same for each of its methods), but its summary: the route
+    # list's (`routes.ROUTES`), which also gives the paths and methods.
+    operations = {
+        "/translate": {
+            "requestBody": {"required": True, "content": body},
+            "responses": {"200": _json(response), **errors},
+        },
+        "/detect": {
+            "requestBody": {"required": True, "content": detect_body},
+            "responses": {"200": _json({"type": "array", "items": candidate}), **errors},
+        },
+        "/translate_file": {
+            "requestBody": {
+                "required": True,
+                "content": {"multipart/form-data": {"schema": file_form}},
+            },
+            "responses": {"200": _json(file_answer), **errors},
+        },
+        "/download_file/{token}/{name}": {
+            "parameters": [
+                {"name": "token", **path_parameter},
+                {"name": "name", **path_parameter},
+            ],
+            "responses": {
+                "200": {
+                    "description": "The file, as an attachment",
+                    "content": {
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        }
+                    },
+                },
+                "404": _ERROR,
+            },
+        },
+        "/languages": {"responses": languages},
+        "/frontend/settings": {"responses": {"200": _json({"type": "object"})}},
+        "/health": {"responses": _status(health)},
+        "/health/ready": {"responses": _status(health)},
+        "/health/live": {"responses": {"200": _json(health)}},
+        "/metrics": {"responses": {"200": _text("text/plain")}},
+        "/openapi.json": {"responses": {"200": _json({"type": "object"})}},
+        "/spec": {"responses": {"200": _json({"type": "object"})}},
+        "/": {"responses": {"200": _text("text/html")}},
+    }
     return {
         "openapi": "3.0.3",
         "info": {
@@ -184,94 +234,10 @@ def openapi_document(settings):
             "description": "LibreTranslate's API over Transformer translators, with extras.",
         },
         "paths": {
-            "/translate": {
-                "post": {
-                    "summary": "Translate text",
-                    "requestBody": {"required": True, "content": body},
-                    "responses": {"200": _json(response), **errors},
-                }
-            },
-            "/detect": {
-                "post": {
-                    "summary": "Detect the language of a text among the served sources "
-                    "(most likely first; 400 for a model of any pair)",
-                    "requestBody": {"required": True, "content": detect_body},
-                    "responses": {
-                        "200": _json({"type": "array", "items": candidate}),
-                        **errors,
-                    },
-                }
-            },
-            "/translate_file": {
-                "post": {
-                    "summary": "Translate a file",
-                    "requestBody": {
-                        "required": True,
-                        "content": {"multipart/form-data": {"schema": file_form}},
-                    },
-                    "responses": {"200": _json(file_answer), **errors},
-                }
-            },
-            "/download_file/{token}/{name}": {
-                "get": {
-                    "summary": "Download a translated file",
-                    "parameters": [
-                        {"name": "token", **path_parameter},
-                        {"name": "name", **path_parameter},
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "The file, as an attachment",
-                            "content": {
-                                "application/octet-stream": {
-                                    "schema": {"type": "string", "format": "binary"}
-                                }
-                            },
-                        },
-                        "404": _ERROR,
-                    },
-                }
-            },
-            "/languages": {
-                "get": {"summary": "Served languages", "responses": languages},
-                "post": {"summary": "Served languages", "responses": languages},
-            },
-            "/frontend/settings": {
-                "get": {
-                    "summary": "Settings of the page",
-                    "responses": {"200": _json({"type": "object"})},
-                }
-            },
-            "/health": {"get": {"summary": "Readiness", "responses": _status(health)}},
-            "/health/ready": {"get": {"summary": "Readiness", "responses": _status(health)}},
-            "/health/live": {"get": {"summary": "Liveness", "responses": {"200": _json(health)}}},
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus metrics",
-                    "responses": {
-                        "200": {
-                            "description": "OK",
-                            "content": {"text/plain": {"schema": {"type": "string"}}},
-                        }
-                    },
-                }
-            },
-            "/openapi.json": {
-                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"})}}
-            },
-            "/spec": {
-                "get": {"summary": "This document", "responses": {"200": _json({"type": "object"})}}
-            },
-            "/": {
-                "get": {
-                    "summary": "The web page",
-                    "responses": {
-                        "200": {
-                            "description": "OK",
-                            "content": {"text/html": {"schema": {"type": "string"}}},
-                        }
-                    },
-                }
-            },
+            route.path: {
+                method.lower(): {"summary": route.summary, **operations[route.path]}
+                for method in route.methods
+            }
+            for route in ROUTES
         },
     }

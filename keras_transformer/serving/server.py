@@ -71,7 +71,7 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app, settings):
-    """uvicorn's configuration of the server of `app` (ASGI) with `settings` (`app.Settings`):
+    """uvicorn's configuration of the server of `app` (ASGI) with `settings` (`settings.Settings`):
     its h11 protocol with `limits.ConnectionLimits`, no lifespan, no uvicorn access log, and
     `X-Forwarded-For` honoured from `settings.forwarded_allow_ips` only (uvicorn trusts
     127.0.0.1 by default, which let any local process, or a proxy passing the header through,
@@ -98,7 +98,7 @@ def serve(models, settings, host="127.0.0.1", port=5000, poll_seconds=5.0, log=N
 
     Args:
         models: list of `models.ServedModel`, not yet loaded.
-        settings: `app.Settings`.
+        settings: `settings.Settings`.
         host: str. Defaults to `"127.0.0.1"` (this machine only).
         port: int. `0` picks a free port. Defaults to `5000`.
         poll_seconds: float. How often a base path of numbered versions is checked for a

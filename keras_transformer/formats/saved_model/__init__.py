@@ -1,0 +1,2 @@
+"""TensorFlow SavedModel serving strings: `layout` (names, settings, warm-up records;
+framework-free) and `writer` (`export_saved_model`)."""
