@@ -113,16 +113,23 @@ def _jax_compilation_cache(tmp_path_factory):
     the subprocesses they start share it): the tests build many tiny models of the same
     shapes, and each new `jax.jit` of the same program would compile it again. A cached
     program is the program XLA compiled: results are unchanged, only compile time is saved.
-    The cache lives in the run's temporary directory, so every run starts empty."""
+    The cache lives in the run's temporary directory, so every run starts empty.
+
+    On every backend `XDG_CACHE_HOME` points there too, so that the commands the tests run
+    (`translate`, `serve`: `--compilation-cache`'s default, `engines.compilation`) keep their
+    compiled programs in the run's directory, never the user's, and on JAX in this same one."""
+    from keras_transformer.engines.compilation import default_directory
+
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # This run's, shared by its workers.
+    os.environ["XDG_CACHE_HOME"] = str(root / "xdg_cache")
+    directory = default_directory()
     if keras.backend.backend() != "jax":
         yield
         return
     import jax
 
-    root = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        root = root.parent  # This run's, shared by its workers.
-    directory = str(root / "jax_compilation_cache")
     settings = {
         "jax_compilation_cache_dir": directory,
         "jax_persistent_cache_min_compile_time_secs": 0.0,

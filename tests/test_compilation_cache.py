@@ -99,3 +99,31 @@ def test_the_default_directory_follows_xdg(monkeypatch, tmp_path):
     assert default_directory() == str(tmp_path / "keras-transformer" / "compiled")
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_directory().endswith(os.path.join(".cache", "keras-transformer", "compiled"))
+
+
+def test_translate_refuses_an_unusable_cache_and_writes_a_usable_one(tmp_path, capsysbinary):
+    from tests.cli.helpers import run_main
+
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    status, _, errors = run_main(
+        capsysbinary,
+        ["translate", "--model", FIXTURE, "--compilation-cache", str(a_file), "a b c"],
+    )
+    assert status == 2
+    assert errors.strip().endswith(
+        f"--compilation-cache: `directory` must be a directory; a file is there. Received: directory={a_file}"
+    )
+    if keras.backend.backend() == "torch":
+        return
+    # `translate` compiles its search with XLA for more than a few sentences.
+    cache = tmp_path / "compiled"
+    sentences = ["a b c"] * 20
+    status, lines, _ = run_main(
+        capsysbinary,
+        ["translate", "--model", FIXTURE, "--compilation-cache", str(cache), *sentences],
+    )
+    assert status == 0 and len(lines) == 20
+    # Opened before the model (what it holds: the subprocess test above; in this process
+    # JAX's cache was set up by the test session, TensorFlow's flags maybe read already).
+    assert cache.is_dir()

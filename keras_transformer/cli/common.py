@@ -12,6 +12,7 @@ import select
 import sys
 
 from keras_transformer.datasets.tsv import TsvFormatError
+from keras_transformer.engines import compilation
 from keras_transformer.training.config import ConfigError
 
 PROGRAM = "keras-transformer"
@@ -210,3 +211,28 @@ def print_note(message):
 
 def print_error(message):
     print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+
+
+def add_compilation_cache_argument(parser, **option):
+    """`--compilation-cache DIR|none` (`engines.compilation`); `option` overrides the
+    default and help (`serve` takes them from its settings table)."""
+    option = {"default": compilation.DEFAULT, "help": compilation.HELP, **option}
+    parser.add_argument("--compilation-cache", metavar="DIR", **option)
+
+
+def open_compilation_cache(value):
+    """Turns `--compilation-cache` on before the first compilation: returns `True`, or prints
+    why an explicit directory cannot be used and returns `False`. The default directory that
+    cannot be created (a read-only home) is noted, and the command goes on without a cache."""
+    if value == compilation.NONE:
+        return True
+    directory = compilation.default_directory() if value == compilation.DEFAULT else value
+    try:
+        compilation.use_compilation_cache(directory)
+    except (OSError, ValueError) as error:
+        if value == compilation.DEFAULT:
+            print_note(f"no compilation cache ({error}); every search compiles in this process")
+            return True
+        print_error(f"--compilation-cache: {error}")
+        return False
+    return True

@@ -14,8 +14,10 @@ import logging
 from keras_transformer import serving
 from keras_transformer.cli.common import (
     add_common_arguments,
+    add_compilation_cache_argument,
     non_negative_float,
     non_negative_int,
+    open_compilation_cache,
     positive_float,
     positive_int,
     print_error,
@@ -102,6 +104,7 @@ def add_serve_parser(subparsers):
         "--no-segment", dest="segment", action="store_false", **_option("segment")
     )
     parser.add_argument("--poll-seconds", type=non_negative_float, **_option("poll_seconds"))
+    add_compilation_cache_argument(parser, **_option("compilation_cache"))
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_serve)
     return parser
@@ -159,6 +162,8 @@ def run_serve(args):
         api_keys = serving.ApiKeys.from_file(args.api_keys) if args.api_keys else None
     except ValueError as error:
         print_error(str(error))
+        return 2
+    if not open_compilation_cache(args.compilation_cache):
         return 2
     _log_to_stderr()
     max_batch = args.max_batch_sentences

@@ -11,8 +11,10 @@ import sys
 from keras_transformer import engines, files
 from keras_transformer.cli.common import (
     add_common_arguments,
+    add_compilation_cache_argument,
     cli_spelling,
     non_negative_int,
+    open_compilation_cache,
     positive_int,
     print_error,
     print_note,
@@ -166,6 +168,7 @@ def add_translate_parser(subparsers):
         help="where --input's translation is written, in the same format ('-': standard "
         "output); written only once the whole file is translated",
     )
+    add_compilation_cache_argument(parser)
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="text to translate")
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_translate)
@@ -187,6 +190,8 @@ def run_translate(args):
                 f"with {', '.join(refused)}"
             )
             return 2
+    if not open_compilation_cache(args.compilation_cache):
+        return 2
     try:
         translator = engines.load_translator(args.model, engine=args.engine)
     except Exception as error:  # Any load failure is reported, not a traceback.

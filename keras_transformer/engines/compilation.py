@@ -25,6 +25,15 @@ The functions here import the framework of the running Keras backend only.
 
 import os
 
+# `--compilation-cache` (`translate`, `serve`): its help, and the values that mean the default
+# directory and no cache.
+DEFAULT, NONE = "default", "none"
+HELP = (
+    "directory that keeps the compiled searches (JAX, TensorFlow) for the next process, "
+    "writable by this user only; 'none': compile in each process (default: "
+    "$XDG_CACHE_HOME/keras-transformer/compiled, ~/.cache/... without XDG_CACHE_HOME)"
+)
+
 # The variable TensorFlow reads its XLA flags from, and the flag of its persistent cache.
 TF_XLA_FLAGS = "TF_XLA_FLAGS"
 _TF_FLAG = "--tf_xla_persistent_cache_directory"
@@ -65,17 +74,17 @@ def use_compilation_cache(directory, backend=None):
             "`directory` must be a path to a directory for the compiled programs. "
             f"Received: directory={directory!r}"
         )
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(
+            f"`directory` must be a directory; a file is there. Received: directory={directory}"
+        )
     if backend is None:
         import keras
 
         backend = keras.backend.backend()
     if backend not in ("jax", "tensorflow"):
         return None
-    directory = os.path.abspath(os.fspath(directory))
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(
-            f"`directory` must be a directory; a file is there. Received: directory={directory}"
-        )
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OSError(f"The compilation cache directory is not writable: {directory}")

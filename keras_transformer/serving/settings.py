@@ -9,6 +9,7 @@ written only here.
 import dataclasses
 import typing
 
+from keras_transformer.engines import compilation
 from keras_transformer.engines.names import DEFAULT_WARMUP
 
 
@@ -110,6 +111,7 @@ OPTIONS = {
         "translate each line of a text whole instead of sentence by sentence, as before 0.4: "
         "a line too long for the model is truncated (a request's `segment` field overrides it)",
     ),
+    "compilation_cache": Option(compilation.DEFAULT, compilation.HELP),
     "poll_seconds": Option(
         5.0, "how often a base path is checked for a newer version (default: %(default)s; 0: never)"
     ),
