@@ -91,3 +91,26 @@ def test_set_layer_policy_gives_the_layer_its_own_policy():
     assert dense in list(_keras_compat.flatten_layers(model))
     _keras_compat.set_layer_policy(dense, dense.dtype_policy[dense.path])
     assert dense.dtype_policy.quantization_mode == "int8" == dense.quantization_mode
+
+
+def test_keras_still_has_the_private_autocast_scope():
+    # Without it `layers.sublayer_calls` falls back to `Layer.__call__` (slower decoding).
+    assert None not in (
+        _keras_compat.AutocastScope,
+        _keras_compat.get_autocast_scope,
+        _keras_compat.is_float_dtype,
+    )
+
+
+def test_weights_h5_bytes_load_back_as_the_model_s_weights(tmp_path):
+    def model(seed):
+        inputs = keras.Input((3,))
+        dense = keras.layers.Dense(2, kernel_initializer=keras.initializers.GlorotUniform(seed))
+        return keras.Model(inputs, dense(inputs))
+
+    written, loaded = model(1), model(2)
+    path = tmp_path / "model.weights.h5"
+    path.write_bytes(_keras_compat.weights_h5_bytes(written))  # Keras' writer, not the fallback.
+    loaded.load_weights(path)
+    for ours, theirs in zip(written.get_weights(), loaded.get_weights(), strict=True):
+        assert (ours == theirs).all()
