@@ -27,7 +27,7 @@ import sys
 # The layers, bottom first. Within a layer, modules may import each other (without cycles).
 LAYERS = [
     # Base helpers: no model code.
-    ["version", "_lazy", "_checks", "files", "buckets", "_backend", "engines.names"],
+    ["version", "_lazy", "_checks", "files", "buckets", "_backend", "_keras_compat", "engines.names"],
     # The file formats' layouts (names, settings, warm-up records): what readers import.
     [
         "formats.versions",

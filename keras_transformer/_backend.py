@@ -15,14 +15,12 @@ import os
 import keras
 import numpy as np
 
-# Keras has no public API for the autocast scope that `Layer.__call__` enters under a mixed
-# precision policy; `layers/sublayer_calls.py` needs it to call sub-layers directly, and goes
-# through these names (private Keras API: `None` if it moves, and the caller then keeps
-# `Layer.__call__`).
-try:
-    from keras.src.backend import AutocastScope, get_autocast_scope, is_float_dtype
-except ImportError:  # pragma: no cover - private API moved
-    AutocastScope = get_autocast_scope = is_float_dtype = None
+# The autocast scope of `layers/sublayer_calls.py` (private Keras API: see `_keras_compat`).
+from keras_transformer._keras_compat import (  # noqa: F401
+    AutocastScope,
+    get_autocast_scope,
+    is_float_dtype,
+)
 
 _FUSED_ATTENTION = {}
 _TORCH_CROSS_ENTROPY = None

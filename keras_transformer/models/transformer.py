@@ -1,15 +1,13 @@
 """The encoder-decoder Transformer as a functional Keras model, with encode/decode steps."""
 
-import contextlib
 import copy
-import gc
 import os
 import warnings
 
 import keras
 from keras import ops
 
-from keras_transformer import _checks
+from keras_transformer import _checks, _keras_compat
 from keras_transformer.hyperparameters import PRESETS, validate_transformer_args
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.encoder_block import EncoderBlock
@@ -305,7 +303,7 @@ class Transformer(keras.Model):
             raise ValueError(
                 f"This model is already quantized ({self.quantization}). Received: mode={mode!r}"
             )
-        with warnings.catch_warnings(), _one_collection():
+        with warnings.catch_warnings(), _keras_compat.deferred_collection():
             # NumPy 2's note on JAX arrays, once per kernel Keras quantizes on the host.
             warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept")
             # Only the Dense layers: Keras warns once for every other leaf, and skips the
@@ -318,7 +316,7 @@ class Transformer(keras.Model):
         policies = keras.dtype_policies.DTypePolicyMap(
             default_policy=_float_policy(self.dtype_policy)
         )
-        for layer in self._flatten_layers(include_self=False):
+        for layer in _keras_compat.flatten_layers(self):
             if layer.quantization_mode is not None:
                 policies[layer.path] = layer.dtype_policy
         self._dtype_argument = policies
@@ -555,29 +553,9 @@ def _resolve_policies(model):
     `DTypePolicyMap`. The layers were built from the map (each kernel int8 or float by its
     path), but parts of Keras read `layer.dtype_policy.quantization_mode`, which a map
     answers with its default: a quantized `Dense` would call and save as a float one."""
-    for layer in model._flatten_layers(include_self=False):
+    for layer in _keras_compat.flatten_layers(model):
         if isinstance(layer.dtype_policy, keras.dtype_policies.DTypePolicyMap) and layer.path:
-            layer._dtype_policy = layer.dtype_policy[layer.path]
-
-
-@contextlib.contextmanager
-def _one_collection():
-    """Runs the garbage collector once, on leaving, instead of at each variable Keras deletes.
-
-    `Layer.__delattr__` calls `gc.collect()` for every variable it deletes, and `Dense.quantize`
-    deletes each layer's float kernel: 33 full collections, 10.7 s of quantizing the tiny
-    model in a TensorFlow process (75 s in the test suite's larger heap; the OPUS-sized model
-    has 96 Dense layers). `gc.collect` is swapped for a no-op for the duration (all threads:
-    none of ours collects meanwhile), and the one collection frees the float kernels all the
-    same.
-    """
-    collect = gc.collect
-    gc.collect = lambda generation=2: 0
-    try:
-        yield
-    finally:
-        gc.collect = collect
-        gc.collect()
+            _keras_compat.set_layer_policy(layer, layer.dtype_policy[layer.path])
 
 
 def _float_policy(policy):

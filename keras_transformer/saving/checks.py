@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer import _keras_compat
 from keras_transformer._checks import short_repr
 
 
@@ -109,10 +110,10 @@ def check_policy_paths(model, policy_map):
     fail later with a count of weights)."""
     paths = {
         layer.path
-        for layer in model._flatten_layers(include_self=False, recursive=True)
+        for layer in _keras_compat.flatten_layers(model)
         if type(layer).quantize is not keras.layers.Layer.quantize  # Dense, embeddings
     }
-    unknown = sorted(set(policy_map._policy_map) - paths)
+    unknown = sorted(set(policy_map) - paths)
     if unknown:
         raise ValueError(
             f"`dtype.policy_map` names {len(unknown)} path(s) of no quantizable layer of the "

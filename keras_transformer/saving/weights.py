@@ -15,13 +15,13 @@ saved as it was, or a crafted file), which would translate every sentence to not
 """
 
 import hashlib
-import io
 import os
 import tempfile
 
 import keras
 import numpy as np
 
+from keras_transformer import _keras_compat
 from keras_transformer.files import write_bytes
 
 _CHUNK = 1 << 20
@@ -43,21 +43,7 @@ def weights_bytes(model):
     if not model.built:
         raise ValueError(f"`model` must be built to be saved. Received: an unbuilt {model.name!r}")
     try:
-        from keras.src.saving import saving_lib  # Keras' own writer, handed a buffer.
-
-        buffer = io.BytesIO()
-        store = saving_lib.H5IOStore(buffer, mode="w")
-        try:
-            saving_lib._save_state(
-                model,
-                weights_store=store,
-                assets_store=None,
-                inner_path="",
-                visited_saveables=set(),
-            )
-        finally:
-            store.close()
-        return buffer.getvalue()
+        return _keras_compat.weights_h5_bytes(model)
     except (ImportError, AttributeError, TypeError):  # Another Keras: through a scratch file.
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "model.weights.h5")
