@@ -49,17 +49,20 @@ import io
 import json
 
 import keras
+import numpy as np
 from keras import ops
 
+from keras_transformer._backend import local_value
 from keras_transformer._checks import check_int, check_number
 from keras_transformer.files import write_bytes
+from keras_transformer.hyperparameters import LORA_PROJECTIONS, LORA_TARGET_SETS, lora_targets
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 
-ATTENTION_TARGETS = ("query", "key", "value", "attention_output")
-FEED_FORWARD_TARGETS = ("inner", "output")
-DEFAULT_TARGETS = ("query", "value")
-ALL_TARGETS = ATTENTION_TARGETS + FEED_FORWARD_TARGETS
+ATTENTION_TARGETS = LORA_PROJECTIONS[:4]
+FEED_FORWARD_TARGETS = LORA_PROJECTIONS[4:]
+DEFAULT_TARGETS = LORA_TARGET_SETS["qv"]
+ALL_TARGETS = LORA_TARGET_SETS["all"]
 
 _FILE_FORMAT = "keras_transformer.lora/1"
 _FACTORS_IN_WEIGHTS = contextvars.ContextVar("keras_transformer_lora_factors", default=False)
@@ -78,9 +81,9 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
         rank: int `>= 1`. The rank of each update.
         targets: names of the `Dense` projections to adapt, among `"query"`, `"key"`,
             `"value"`, `"attention_output"` (every attention layer: self-attention and
-            cross-attention) and `"inner"`, `"output"` (the feed-forward layers).
-            `ALL_TARGETS` names all six. Defaults to `DEFAULT_TARGETS`, query and value
-            (Hu et al.'s choice, and keras-hub's).
+            cross-attention) and `"inner"`, `"output"` (the feed-forward layers); or `"qv"`
+            (query and value) or `"all"` (`ALL_TARGETS`, all six). Defaults to
+            `DEFAULT_TARGETS`, query and value (Hu et al.'s choice, and keras-hub's).
         alpha: number `> 0`. The update is scaled by `alpha / rank`. Defaults to `None`:
             `rank` (a scale of 1).
         seed: int. Seeds the initial `A` matrices (He uniform; the `i`-th adapted layer's
@@ -96,7 +99,7 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
     check_int("rank", rank, minimum=1)
     check_number("alpha", alpha, minimum=0, strict=True, allow_none=True)
     check_int("seed", seed, allow_none=True)
-    targets = _check_targets(targets)
+    targets = lora_targets(targets)
     if lora_layers(model):
         raise ValueError(
             f"LoRA is already enabled on {model.name!r}: merge it first (`merge_lora`). "
@@ -154,17 +157,20 @@ def merge_lora(model):
     Returns:
         A `Transformer` (every weight trainable, as built).
     """
-    layers = lora_layers(model)
-    if not layers:
+    if not lora_layers(model):
         return model
-    merged = {id(dense._kernel): _merged_kernel(dense) for dense in layers.values()}
-    values = [
-        merged[id(variable)] if id(variable) in merged else _numpy(variable)
-        for variable in base_weights(model)
-    ]
     plain = model.__class__.from_config(model.get_config())
-    plain.set_weights(values)
+    plain.set_weights(merged_weights(model))
     return plain
+
+
+def merged_weights(model):
+    """The weights of `merge_lora(model)`, as NumPy arrays in the order of its `weights`:
+    `base_weights(model)` with each LoRA kernel merged (`W + (alpha / rank) A B`, computed
+    in float32). Distributed variables (a `MirroredStrategy`'s, JAX arrays replicated
+    across processes) are read from this process's copy."""
+    merged = {id(dense._kernel): _merged_kernel(dense) for dense in lora_layers(model).values()}
+    return [merged.get(id(variable), _numpy(variable)) for variable in base_weights(model)]
 
 
 def merged_translator(translator):
@@ -267,17 +273,6 @@ def lora_factors_in_weights():
         _FACTORS_IN_WEIGHTS.reset(token)
 
 
-def _check_targets(targets):
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
-    unknown = [target for target in targets if target not in ALL_TARGETS]
-    if not targets or unknown:
-        raise ValueError(
-            f"`targets` must name projections among {list(ALL_TARGETS)}. "
-            f"Received: targets={list(targets)}"
-        )
-    return targets
-
-
 def _projections(model):
     """`(path, Dense)` of every attention and feed-forward projection of `model`."""
     found = []
@@ -315,14 +310,14 @@ def _group_paths(file):
 def _merged_kernel(dense):
     """`W + (alpha / rank) A B` of a LoRA `Dense`, float32, as NumPy in the kernel's dtype."""
     scale = dense.lora_alpha / dense.lora_rank
-    kernel = ops.cast(dense._kernel.value, "float32")
-    delta = ops.matmul(dense.lora_kernel_a.value, dense.lora_kernel_b.value)
-    merged = ops.convert_to_numpy(ops.add(kernel, scale * delta))
+    kernel = _numpy(dense._kernel).astype("float32")
+    delta = _numpy(dense.lora_kernel_a).astype("float32") @ _numpy(dense.lora_kernel_b)
+    merged = kernel + np.float32(scale) * delta.astype("float32")
     return merged.astype(keras.backend.standardize_dtype(dense._kernel.dtype))
 
 
 def _numpy(variable):
-    return ops.convert_to_numpy(variable.value)
+    return ops.convert_to_numpy(local_value(variable.value))
 
 
 def _save_variables(dense, store):

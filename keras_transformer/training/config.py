@@ -37,7 +37,11 @@ from keras_transformer import datasets
 from keras_transformer._checks import is_int, is_number
 from keras_transformer.buckets import check_bucket_boundaries
 from keras_transformer.hyperparameters import PRESETS as MODEL_PRESETS
-from keras_transformer.hyperparameters import TRANSFORMER_ARGUMENTS, validate_transformer_args
+from keras_transformer.hyperparameters import (
+    TRANSFORMER_ARGUMENTS,
+    lora_targets,
+    validate_transformer_args,
+)
 
 DATASETS = ("number_words", "sword_bible", "tsv", "corpus")
 TOKENIZERS = ("wordpiece", "sentencepiece")
@@ -280,6 +284,10 @@ class TrainingSection:
             query and value projections, every other weight frozen; checkpoints and backups
             hold the frozen weights too, and the translator the run writes has LoRA merged
             (`keras_transformer.models.lora`). `0` trains every weight. Defaults to `0`.
+        lora_targets: str or list of str. With `lora_rank`: the projections LoRA adapts,
+            `"qv"` (the attention's query and value), `"all"` (every attention and
+            feed-forward projection) or a list of names among `"query"`, `"key"`, `"value"`,
+            `"attention_output"`, `"inner"`, `"output"`. Defaults to `"qv"`.
         keep_best: str. Also export the translator at its best validation score to
             `OUTPUT_DIR/best/`: `"val_bleu"`, `"val_loss"` or `"val_accuracy"`. See
             `keras_transformer.training.best`. Defaults to `""` (off).
@@ -308,6 +316,7 @@ class TrainingSection:
     tensorboard: bool = True
     init_from: str = ""
     lora_rank: int = 0
+    lora_targets: str | list = "qv"
     keep_best: str = ""
     early_stopping_patience: int = 0
     accumulate_steps: int = 1
@@ -649,6 +658,10 @@ class TrainingConfig:
                 f"is not set. Received: training.lora_rank={training.lora_rank}, "
                 "training.init_from=''"
             )
+        try:
+            lora_targets(training.lora_targets, "training.lora_targets")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if distribution.process_id >= distribution.num_processes:
             raise ConfigError(
                 "`distribution.process_id` must be < distribution.num_processes "

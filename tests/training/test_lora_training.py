@@ -1,6 +1,8 @@
 """`training.lora_rank`: a LoRA fine-tune of a trained translator trains the LoRA weights only,
 resumes from its backup exactly, and writes a merged plain translator."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from keras_transformer import Translator
 from keras_transformer.models import lora
 from keras_transformer.training import train
+from keras_transformer.training.building import build_model
 from keras_transformer.training.config import ConfigError, TrainingConfig
 from tests.test_case import to_numpy
 from tests.training.test_fine_tune import FIXTURE, fine_tune_config, number_pairs, write_tsv
@@ -37,6 +40,24 @@ def test_lora_rank_needs_init_from():
         TrainingConfig.from_dict({"training": {"lora_rank": 8}})
     with pytest.raises(ConfigError, match="training.lora_rank"):
         TrainingConfig.from_dict({"training": {"lora_rank": -1, "init_from": FIXTURE}})
+
+
+def test_lora_targets_are_checked_and_name_the_projections_lora_adapts():
+    def config(targets):
+        return TrainingConfig.from_dict(
+            {"model": {"preset": "tiny", "num_layers": 1},
+             "training": {"lora_rank": 2, "init_from": FIXTURE, "lora_targets": targets}}
+        )
+
+    for targets in ("qkv", [], ["query", "embedding"], 3):
+        with pytest.raises(ConfigError, match=re.escape(f"Received: training.lora_targets={targets!r}")):
+            config(targets)
+    # 1 encoder block (1 attention layer, 1 feed-forward), 1 decoder block (2 and 1).
+    counts = {"qv": 3 * 2, "all": 3 * 4 + 2 * 2, ("key", "inner"): 3 + 2}
+    for targets, count in counts.items():
+        model = build_model(config(list(targets) if isinstance(targets, tuple) else targets), 40)
+        assert len(lora.lora_layers(model)) == count, targets
+    assert TrainingConfig.from_dict({}).training.lora_targets == "qv"
 
 
 @pytest.mark.slow
