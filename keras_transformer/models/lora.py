@@ -16,10 +16,9 @@ a few hundred kilobytes), and merges them into the kernels (`merge_lora`): a pla
 Weights files. Keras writes a LoRA layer's kernel merged (`W + (alpha / rank) A B`) and,
 when it loads one, zeroes `A` and `B`: a `.keras` file or a preset of a LoRA model is the
 merged plain model, but a training state saved that way cannot go on training (with `A` and
-`B` at zero, neither gets a gradient). Inside `lora_factors_in_weights()`, the layers
-`enable_lora` set up write `W`, `b`, `A` and `B` apart instead, and they read such a file
-back as it was written, whenever it is loaded: training checkpoints and backups
-(`keras_transformer.training`) resume bit for bit.
+`B` at zero, neither gets a gradient). Training checkpoints and backups of a LoRA model
+hold its factors and optimizer state, with a reference to its frozen base
+(`keras_transformer.training.lora_state`): they resume bit for bit.
 
 Example:
 
@@ -42,9 +41,6 @@ References:
     Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models", 2021.
 """
 
-import contextlib
-import contextvars
-import functools
 import io
 import json
 
@@ -65,7 +61,6 @@ DEFAULT_TARGETS = LORA_TARGET_SETS["qv"]
 ALL_TARGETS = LORA_TARGET_SETS["all"]
 
 _FILE_FORMAT = "keras_transformer.lora/1"
-_FACTORS_IN_WEIGHTS = contextvars.ContextVar("keras_transformer_lora_factors", default=False)
 
 
 def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
@@ -118,9 +113,6 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
         initializer = keras.initializers.HeUniform(seed=None if seed is None else seed + index)
         # A and B are new, trainable variables; B starts at zero.
         dense.enable_lora(rank, lora_alpha=alpha, a_initializer=initializer)
-        # Keras merges A and B into the kernel when it saves; keep them apart on request.
-        dense.save_own_variables = functools.partial(_save_variables, dense)
-        dense.load_own_variables = functools.partial(_load_variables, dense)
     return list(layers)
 
 
@@ -261,18 +253,6 @@ def load_lora_weights(model, path):
                 variable.assign(value)
 
 
-@contextlib.contextmanager
-def lora_factors_in_weights():
-    """Within this context, the layers of `enable_lora` save their base kernel and their LoRA
-    matrices apart (instead of Keras' merged kernel): a weights file written there restores
-    a LoRA model exactly. The training checkpoints and backups are written inside it."""
-    token = _FACTORS_IN_WEIGHTS.set(True)
-    try:
-        yield
-    finally:
-        _FACTORS_IN_WEIGHTS.reset(token)
-
-
 def _projections(model):
     """`(path, Dense)` of every attention and feed-forward projection of `model`."""
     found = []
@@ -318,29 +298,3 @@ def _merged_kernel(dense):
 
 def _numpy(variable):
     return ops.convert_to_numpy(local_value(variable.value))
-
-
-def _save_variables(dense, store):
-    """`Dense.save_own_variables`, or inside `lora_factors_in_weights()` the base kernel,
-    bias and LoRA matrices apart (keys `"0"`, `"1"`, `"lora_kernel_a"`, `"lora_kernel_b"`)."""
-    if not _FACTORS_IN_WEIGHTS.get():
-        return type(dense).save_own_variables(dense, store)
-    store["0"] = dense._kernel
-    if dense.bias is not None:
-        store["1"] = dense.bias
-    store["lora_kernel_a"] = dense.lora_kernel_a
-    store["lora_kernel_b"] = dense.lora_kernel_b
-    return None
-
-
-def _load_variables(dense, store):
-    """Reads what `_save_variables` wrote; a file without LoRA matrices as Keras does (the
-    merged kernel into the base one, `A` and `B` zeroed)."""
-    if "lora_kernel_a" not in store:
-        return type(dense).load_own_variables(dense, store)
-    dense._kernel.assign(store["0"])
-    if dense.bias is not None:
-        dense.bias.assign(store["1"])
-    dense.lora_kernel_a.assign(store["lora_kernel_a"])
-    dense.lora_kernel_b.assign(store["lora_kernel_b"])
-    return None

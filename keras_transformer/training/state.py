@@ -28,6 +28,10 @@ def to_numpy(value):
     Handles TensorFlow mirrored variables and JAX arrays replicated across processes.
     """
     if isinstance(value, keras.Variable):
+        if keras.backend.backend() == "tensorflow":
+            # The variable converts itself: its value, a `MirroredVariable` of a scalar (the
+            # optimizer's `iteration`), makes NumPy refuse a 0-d `__array__`.
+            return ops.convert_to_numpy(value)
         value = value.value
     return ops.convert_to_numpy(_backend.local_value(value))
 

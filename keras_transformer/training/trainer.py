@@ -53,7 +53,7 @@ from keras_transformer.files import (
 )
 from keras_transformer.optimizers import decay_end
 from keras_transformer.saving.weights import check_sha256
-from keras_transformer.training import fine_tune
+from keras_transformer.training import fine_tune, lora_state
 from keras_transformer.training.accumulation import micro_batch_tokens, per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
@@ -70,6 +70,7 @@ from keras_transformer.training.building import (
 from keras_transformer.training.checkpoints import (
     PeriodicCheckpoint,
     list_checkpoints,
+    load_weights,
     restore_checkpoint,
     save_weights_atomically,
 )
@@ -349,6 +350,8 @@ def _prepare_model(config, context, tokenizer, report, initial=None):
     """The compiled model (in the strategy's scope), the model that decodes, its Translator."""
     with context.scope():
         model = build_model(config, tokenizer.vocabulary_size())
+        if config.training.lora_rank:  # One base file for the run's state files.
+            lora_state.use_base_path(model, config.output_dir)
         compile_model(model, config, strategy=context.strategy)
         model.optimizer.build(model.trainable_variables)
         if initial is not None:
@@ -531,7 +534,7 @@ def _revalidate(run, keep_best, callback_list, state, backup_weights):
     if not due:
         return False
     with run.context.scope():
-        run.model.load_weights(backup_weights)
+        load_weights(run.model, backup_weights)
         if monitor == "val_bleu":
             value = bleu.evaluate()
         else:
@@ -618,7 +621,7 @@ def _fit(run, fits, callback_list, stoppers, verbose, final_weights=None):
             for key, values in fit_history.history.items():
                 history.setdefault(key, []).extend(values)
         if final_weights is not None:
-            model.load_weights(final_weights)
+            load_weights(model, final_weights)
     return history
 
 
@@ -750,7 +753,7 @@ def _average(run, stages):
     averaged = stages.get("averaged")
     if averaged is not None:
         with context.scope():
-            model.load_weights(paths.weights)
+            load_weights(model, paths.weights)
         report(f"averaging: done by an earlier run; loaded {paths.weights}")
         return averaged
     checkpoints_averaged = []

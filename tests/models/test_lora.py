@@ -85,17 +85,6 @@ def test_lora_weights_alone_save_and_load(trained, tmp_path):
         lora.load_lora_weights(other, path)
 
 
-def test_weights_files_keep_the_factors_apart_inside_the_context(trained, tmp_path):
-    model, _, _ = trained
-    with lora.lora_factors_in_weights():
-        model.save_weights(tmp_path / "state.weights.h5")
-    fresh = make_model()
-    lora.enable_lora(fresh, rank=4, targets=lora.ALL_TARGETS)
-    fresh.load_weights(tmp_path / "state.weights.h5")
-    for saved, loaded in zip(model.weights, fresh.weights, strict=True):
-        np.testing.assert_array_equal(to_numpy(loaded), to_numpy(saved), err_msg=saved.path)
-
-
 # The reloaded plain model's optimizer is built for all its weights, not the LoRA ones.
 @pytest.mark.filterwarnings("ignore:Skipping variable loading for optimizer")
 def test_merge_gives_a_plain_model_with_the_same_outputs(trained, tmp_path):
