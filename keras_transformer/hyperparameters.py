@@ -152,6 +152,35 @@ def validate_transformer_args(
 # new `[model]` key.
 TRANSFORMER_ARGUMENTS = tuple(inspect.signature(validate_transformer_args).parameters)[:-1]
 
+# The `Dense` projections LoRA can adapt (`keras_transformer.models.lora`): the attention's
+# (every attention layer: self- and cross-attention), then the feed-forward layers'; and the
+# two named sets (the training config's `lora_targets`): Hu et al.'s query and value, or all.
+LORA_PROJECTIONS = ("query", "key", "value", "attention_output", "inner", "output")
+LORA_TARGET_SETS = {"qv": ("query", "value"), "all": LORA_PROJECTIONS}
+
+
+def lora_targets(targets, name="targets"):
+    """The projections `targets` names, as a tuple in `LORA_PROJECTIONS` order: `"qv"`,
+    `"all"` (`LORA_TARGET_SETS`), one projection's name, or a non-empty list of them.
+
+    Raises:
+        ValueError: anything else, naming `name` and the value.
+    """
+    if isinstance(targets, str):
+        names = LORA_TARGET_SETS.get(targets, (targets,))
+    elif isinstance(targets, (list, tuple)) and all(isinstance(item, str) for item in targets):
+        names = tuple(targets)
+    else:
+        names = ()
+    if not names or any(item not in LORA_PROJECTIONS for item in names):
+        _fail(
+            name,
+            list(targets) if isinstance(targets, tuple) else targets,
+            f"{' or '.join(map(repr, LORA_TARGET_SETS))} or a list of projections among "
+            f"{list(LORA_PROJECTIONS)}",
+        )
+    return tuple(item for item in LORA_PROJECTIONS if item in names)
+
 
 def _check_int(name, value, minimum):
     if value is not None and (not is_int(value) or value < minimum):

@@ -19,6 +19,7 @@ from keras_transformer import _backend, _checks
 from keras_transformer.buckets import bucket_length, merge_buckets
 from keras_transformer.engines.names import KERAS_FILE
 from keras_transformer.generation import Generator, cross_attentions, trim
+from keras_transformer.models.lora import merged_translator
 
 # Imported so that `keras.saving.load_model` finds the registered classes a Translator holds.
 from keras_transformer.models.transformer import Transformer
@@ -432,8 +433,9 @@ class Translator(keras.Model, EngineBase):
     # === Saving ===
     def save_to_preset(self, directory):
         """Writes this translator as a preset directory (keras-hub's layout; see
-        `keras_transformer.saving.preset`). Returns `directory`."""
-        return preset_files.save_translator(self, directory, Translator)
+        `keras_transformer.saving.preset`). Returns `directory`. A model with LoRA enabled
+        is written merged (`keras_transformer.models.lora.merged_translator`)."""
+        return preset_files.save_translator(merged_translator(self), directory, Translator)
 
     @classmethod
     def from_preset(cls, directory):

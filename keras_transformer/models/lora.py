@@ -16,10 +16,9 @@ a few hundred kilobytes), and merges them into the kernels (`merge_lora`): a pla
 Weights files. Keras writes a LoRA layer's kernel merged (`W + (alpha / rank) A B`) and,
 when it loads one, zeroes `A` and `B`: a `.keras` file or a preset of a LoRA model is the
 merged plain model, but a training state saved that way cannot go on training (with `A` and
-`B` at zero, neither gets a gradient). Inside `lora_factors_in_weights()`, the layers
-`enable_lora` set up write `W`, `b`, `A` and `B` apart instead, and they read such a file
-back as it was written, whenever it is loaded: training checkpoints and backups
-(`keras_transformer.training`) resume bit for bit.
+`B` at zero, neither gets a gradient). Training checkpoints and backups of a LoRA model
+hold its factors and optimizer state, with a reference to its frozen base
+(`keras_transformer.training.lora_state`): they resume bit for bit.
 
 Example:
 
@@ -42,27 +41,26 @@ References:
     Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models", 2021.
 """
 
-import contextlib
-import contextvars
-import functools
 import io
 import json
 
 import keras
+import numpy as np
 from keras import ops
 
+from keras_transformer._backend import local_value
 from keras_transformer._checks import check_int, check_number
 from keras_transformer.files import write_bytes
+from keras_transformer.hyperparameters import LORA_PROJECTIONS, LORA_TARGET_SETS, lora_targets
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 
-ATTENTION_TARGETS = ("query", "key", "value", "attention_output")
-FEED_FORWARD_TARGETS = ("inner", "output")
-DEFAULT_TARGETS = ("query", "value")
-ALL_TARGETS = ATTENTION_TARGETS + FEED_FORWARD_TARGETS
+ATTENTION_TARGETS = LORA_PROJECTIONS[:4]
+FEED_FORWARD_TARGETS = LORA_PROJECTIONS[4:]
+DEFAULT_TARGETS = LORA_TARGET_SETS["qv"]
+ALL_TARGETS = LORA_TARGET_SETS["all"]
 
 _FILE_FORMAT = "keras_transformer.lora/1"
-_FACTORS_IN_WEIGHTS = contextvars.ContextVar("keras_transformer_lora_factors", default=False)
 
 
 def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
@@ -78,9 +76,9 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
         rank: int `>= 1`. The rank of each update.
         targets: names of the `Dense` projections to adapt, among `"query"`, `"key"`,
             `"value"`, `"attention_output"` (every attention layer: self-attention and
-            cross-attention) and `"inner"`, `"output"` (the feed-forward layers).
-            `ALL_TARGETS` names all six. Defaults to `DEFAULT_TARGETS`, query and value
-            (Hu et al.'s choice, and keras-hub's).
+            cross-attention) and `"inner"`, `"output"` (the feed-forward layers); or `"qv"`
+            (query and value) or `"all"` (`ALL_TARGETS`, all six). Defaults to
+            `DEFAULT_TARGETS`, query and value (Hu et al.'s choice, and keras-hub's).
         alpha: number `> 0`. The update is scaled by `alpha / rank`. Defaults to `None`:
             `rank` (a scale of 1).
         seed: int. Seeds the initial `A` matrices (He uniform; the `i`-th adapted layer's
@@ -96,7 +94,7 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
     check_int("rank", rank, minimum=1)
     check_number("alpha", alpha, minimum=0, strict=True, allow_none=True)
     check_int("seed", seed, allow_none=True)
-    targets = _check_targets(targets)
+    targets = lora_targets(targets)
     if lora_layers(model):
         raise ValueError(
             f"LoRA is already enabled on {model.name!r}: merge it first (`merge_lora`). "
@@ -115,9 +113,6 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, alpha=None, seed=None):
         initializer = keras.initializers.HeUniform(seed=None if seed is None else seed + index)
         # A and B are new, trainable variables; B starts at zero.
         dense.enable_lora(rank, lora_alpha=alpha, a_initializer=initializer)
-        # Keras merges A and B into the kernel when it saves; keep them apart on request.
-        dense.save_own_variables = functools.partial(_save_variables, dense)
-        dense.load_own_variables = functools.partial(_load_variables, dense)
     return list(layers)
 
 
@@ -154,17 +149,20 @@ def merge_lora(model):
     Returns:
         A `Transformer` (every weight trainable, as built).
     """
-    layers = lora_layers(model)
-    if not layers:
+    if not lora_layers(model):
         return model
-    merged = {id(dense._kernel): _merged_kernel(dense) for dense in layers.values()}
-    values = [
-        merged[id(variable)] if id(variable) in merged else _numpy(variable)
-        for variable in base_weights(model)
-    ]
     plain = model.__class__.from_config(model.get_config())
-    plain.set_weights(values)
+    plain.set_weights(merged_weights(model))
     return plain
+
+
+def merged_weights(model):
+    """The weights of `merge_lora(model)`, as NumPy arrays in the order of its `weights`:
+    `base_weights(model)` with each LoRA kernel merged (`W + (alpha / rank) A B`, computed
+    in float32). Distributed variables (a `MirroredStrategy`'s, JAX arrays replicated
+    across processes) are read from this process's copy."""
+    merged = {id(dense._kernel): _merged_kernel(dense) for dense in lora_layers(model).values()}
+    return [merged.get(id(variable), _numpy(variable)) for variable in base_weights(model)]
 
 
 def merged_translator(translator):
@@ -255,29 +253,6 @@ def load_lora_weights(model, path):
                 variable.assign(value)
 
 
-@contextlib.contextmanager
-def lora_factors_in_weights():
-    """Within this context, the layers of `enable_lora` save their base kernel and their LoRA
-    matrices apart (instead of Keras' merged kernel): a weights file written there restores
-    a LoRA model exactly. The training checkpoints and backups are written inside it."""
-    token = _FACTORS_IN_WEIGHTS.set(True)
-    try:
-        yield
-    finally:
-        _FACTORS_IN_WEIGHTS.reset(token)
-
-
-def _check_targets(targets):
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
-    unknown = [target for target in targets if target not in ALL_TARGETS]
-    if not targets or unknown:
-        raise ValueError(
-            f"`targets` must name projections among {list(ALL_TARGETS)}. "
-            f"Received: targets={list(targets)}"
-        )
-    return targets
-
-
 def _projections(model):
     """`(path, Dense)` of every attention and feed-forward projection of `model`."""
     found = []
@@ -315,37 +290,11 @@ def _group_paths(file):
 def _merged_kernel(dense):
     """`W + (alpha / rank) A B` of a LoRA `Dense`, float32, as NumPy in the kernel's dtype."""
     scale = dense.lora_alpha / dense.lora_rank
-    kernel = ops.cast(dense._kernel.value, "float32")
-    delta = ops.matmul(dense.lora_kernel_a.value, dense.lora_kernel_b.value)
-    merged = ops.convert_to_numpy(ops.add(kernel, scale * delta))
+    kernel = _numpy(dense._kernel).astype("float32")
+    delta = _numpy(dense.lora_kernel_a).astype("float32") @ _numpy(dense.lora_kernel_b)
+    merged = kernel + np.float32(scale) * delta.astype("float32")
     return merged.astype(keras.backend.standardize_dtype(dense._kernel.dtype))
 
 
 def _numpy(variable):
-    return ops.convert_to_numpy(variable.value)
-
-
-def _save_variables(dense, store):
-    """`Dense.save_own_variables`, or inside `lora_factors_in_weights()` the base kernel,
-    bias and LoRA matrices apart (keys `"0"`, `"1"`, `"lora_kernel_a"`, `"lora_kernel_b"`)."""
-    if not _FACTORS_IN_WEIGHTS.get():
-        return type(dense).save_own_variables(dense, store)
-    store["0"] = dense._kernel
-    if dense.bias is not None:
-        store["1"] = dense.bias
-    store["lora_kernel_a"] = dense.lora_kernel_a
-    store["lora_kernel_b"] = dense.lora_kernel_b
-    return None
-
-
-def _load_variables(dense, store):
-    """Reads what `_save_variables` wrote; a file without LoRA matrices as Keras does (the
-    merged kernel into the base one, `A` and `B` zeroed)."""
-    if "lora_kernel_a" not in store:
-        return type(dense).load_own_variables(dense, store)
-    dense._kernel.assign(store["0"])
-    if dense.bias is not None:
-        dense.bias.assign(store["1"])
-    dense.lora_kernel_a.assign(store["lora_kernel_a"])
-    dense.lora_kernel_b.assign(store["lora_kernel_b"])
-    return None
+    return ops.convert_to_numpy(local_value(variable.value))

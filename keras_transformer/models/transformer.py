@@ -278,8 +278,10 @@ class Transformer(keras.Model):
 
     def save_to_preset(self, directory):
         """Writes `config.json`, `model.weights.h5` and `metadata.json` to `directory` (see
-        `keras_transformer.saving.preset`). Returns `directory`."""
-        return preset_files.save_transformer(self, directory, Transformer)
+        `keras_transformer.saving.preset`). Returns `directory`. A model with LoRA enabled
+        is written merged (`keras_transformer.models.lora.merge_lora`), a plain model, as
+        Keras' `save` writes it."""
+        return preset_files.save_transformer(lora.merge_lora(self), directory, Transformer)
 
     def quantize(self, mode="int8", **kwargs):
         """Quantizes the weights of every attention and feed-forward projection to int8 (Keras'

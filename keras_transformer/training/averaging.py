@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from keras_transformer._checks import check_int
-from keras_transformer.training.checkpoints import check_checkpoint, list_checkpoints
+from keras_transformer.training.checkpoints import check_checkpoint, list_checkpoints, load_weights
 from keras_transformer.training.state import sync_model_state, to_numpy
 
 logger = logging.getLogger("keras_transformer")
@@ -51,7 +51,7 @@ def average_checkpoints(model, paths):
     sums = None
     for path in paths:
         check_checkpoint(path)
-        model.load_weights(path)
+        load_weights(model, path)
         values = [to_numpy(variable) for variable in model.weights]
         if sums is None:
             sums = [value.astype("float64") for value in values]

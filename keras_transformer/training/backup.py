@@ -26,7 +26,7 @@ import keras
 
 from keras_transformer.files import read_json, remove_temporaries, write_json
 from keras_transformer.saving.weights import check_sha256
-from keras_transformer.training.checkpoints import save_weights_atomically
+from keras_transformer.training.checkpoints import load_weights, save_weights_atomically
 from keras_transformer.training.state import to_numpy
 
 logger = logging.getLogger("keras_transformer")
@@ -133,7 +133,7 @@ class ResumableBackupAndRestore(keras.callbacks.BackupAndRestore):
                 self.model.optimizer.build(self.model.trainable_variables)
             weights = os.path.join(self.backup_dir, state["weights"])
             check_sha256(weights, state.get("sha256"), self._state_path)
-            self.model.load_weights(weights)
+            load_weights(self.model, weights)
             restore_seed_states(self.model, state.get("seed_states"))
             logger.info(
                 "Restored the backup of step %d (epoch %d, batch %d).",

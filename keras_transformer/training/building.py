@@ -357,7 +357,8 @@ def build_model(config, vocabulary_size):
         model.dtype_policy = keras.dtype_policies.get(dtype)
     if config.training.lora_rank:
         # Before `compile_model`: the optimizer then holds state for the LoRA weights only.
-        enable_lora(model, config.training.lora_rank, seed=config.training.seed)
+        training = config.training
+        enable_lora(model, training.lora_rank, training.lora_targets, seed=training.seed)
     return model
 
 

@@ -11,6 +11,7 @@ such file, of its backup's step: the resumed run writes it again from the backup
 it removed first: the resumed run deletes them.
 """
 
+import hashlib
 import logging
 import os
 import re
@@ -19,8 +20,14 @@ import shutil
 import keras
 
 from keras_transformer._checks import check_int, is_int
-from keras_transformer.files import atomic_path, read_json, remove_temporaries, write_json
-from keras_transformer.models.lora import lora_factors_in_weights
+from keras_transformer.files import (
+    atomic_path,
+    read_json,
+    remove_temporaries,
+    write_bytes,
+    write_json,
+)
+from keras_transformer.models.lora import lora_layers
 from keras_transformer.saving.weights import (
     DamagedFileError,
     check_sha256,
@@ -28,6 +35,7 @@ from keras_transformer.saving.weights import (
     sha256_file,
     weights_bytes,
 )
+from keras_transformer.training import lora_state
 from keras_transformer.training.state import sync_model_state
 
 logger = logging.getLogger("keras_transformer")
@@ -68,9 +76,9 @@ def save_weights_atomically(model, path, is_chief=True):
     reading distributed variables are collective operations): process 0 (`is_chief`) writes
     `path`, the others build the file in memory and drop it.
 
-    The layers of a model with LoRA enabled (`keras_transformer.models.lora`) write their
-    frozen kernel and their LoRA weights apart, not merged as Keras does: the file restores
-    the training state exactly.
+    A model with LoRA enabled (`keras_transformer.models.lora`) writes its LoRA factors and
+    optimizer state only, with a reference to its frozen base weights, written once
+    (`keras_transformer.training.lora_state`); `load_weights` reads either kind of file.
 
     Args:
         model: a built `keras.Model`.
@@ -81,11 +89,25 @@ def save_weights_atomically(model, path, is_chief=True):
         str, the SHA-256 of the file (`None` on the other processes).
     """
     sync_model_state(model)
-    with lora_factors_in_weights():  # A LoRA model's training state, exact: not merged.
-        if is_chief:
-            return save_weights(model, path)
-        weights_bytes(model)
+    if lora_layers(model):
+        data = lora_state.state_bytes(model, os.fspath(path), write_base=is_chief)
+        if not is_chief:
+            return None
+        write_bytes(path, data)
+        return hashlib.sha256(data).hexdigest()
+    if is_chief:
+        return save_weights(model, path)
+    weights_bytes(model)
     return None
+
+
+def load_weights(model, path):
+    """`model.load_weights(path)`, or for a LoRA state file (`save_weights_atomically` of a
+    LoRA model) `keras_transformer.training.lora_state.load`."""
+    if lora_state.is_lora_state(path):
+        lora_state.load(model, path)
+    else:
+        model.load_weights(path)
 
 
 def record_sha256(directory, name, sha256):

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_transformer import _backend
+from keras_transformer.models.lora import lora_layers, merged_weights
 
 
 def sync_model_state(model):
@@ -27,12 +28,17 @@ def to_numpy(value):
     Handles TensorFlow mirrored variables and JAX arrays replicated across processes.
     """
     if isinstance(value, keras.Variable):
+        if keras.backend.backend() == "tensorflow":
+            # The variable converts itself: its value, a `MirroredVariable` of a scalar (the
+            # optimizer's `iteration`), makes NumPy refuse a 0-d `__array__`.
+            return ops.convert_to_numpy(value)
         value = value.value
     return ops.convert_to_numpy(_backend.local_value(value))
 
 
 def local_copy(model, dtype=None):
-    """A copy of `model` outside any strategy, with the same weights, for decoding and export.
+    """A copy of `model` outside any strategy, with the same weights, for decoding and export:
+    a plain model, with the LoRA of a LoRA model merged.
 
     Call it outside `DistributionContext.scope()`.
 
@@ -50,6 +56,10 @@ def local_copy(model, dtype=None):
 
 
 def copy_weights(source, destination):
-    """Copies `source`'s weights into `destination` (same architecture) through NumPy."""
+    """Copies `source`'s weights into `destination` (same architecture) through NumPy; a
+    LoRA model's into a plain `destination` (as `local_copy` makes) merged."""
     sync_model_state(source)
-    destination.set_weights([to_numpy(variable) for variable in source.weights])
+    if lora_layers(source) and not lora_layers(destination):
+        destination.set_weights(merged_weights(source))
+    else:
+        destination.set_weights([to_numpy(variable) for variable in source.weights])

@@ -53,8 +53,13 @@ def test_targets_cover_every_projection_and_are_checked():
     assert len(lora.enable_lora(model, rank=2, targets=lora.ALL_TARGETS)) == 6 * 4 + 4 * 2
     with pytest.raises(ValueError, match="already enabled"):
         lora.enable_lora(model, rank=2)
-    with pytest.raises(ValueError, match="targets"):
+    with pytest.raises(ValueError, match=r"Received: targets=\['embedding'\]"):
         lora.enable_lora(make_model(), rank=2, targets=("embedding",))
+    # The named sets: "all" is ALL_TARGETS, "qv" the default.
+    assert len(lora.enable_lora(make_model(), rank=2, targets="all")) == 6 * 4 + 4 * 2
+    assert lora.enable_lora(make_model(), rank=2, targets="qv") == lora.enable_lora(
+        make_model(), rank=2
+    )
     with pytest.raises(ValueError, match="rank"):
         lora.enable_lora(make_model(), rank=0)
 
@@ -80,17 +85,6 @@ def test_lora_weights_alone_save_and_load(trained, tmp_path):
         lora.load_lora_weights(other, path)
 
 
-def test_weights_files_keep_the_factors_apart_inside_the_context(trained, tmp_path):
-    model, _, _ = trained
-    with lora.lora_factors_in_weights():
-        model.save_weights(tmp_path / "state.weights.h5")
-    fresh = make_model()
-    lora.enable_lora(fresh, rank=4, targets=lora.ALL_TARGETS)
-    fresh.load_weights(tmp_path / "state.weights.h5")
-    for saved, loaded in zip(model.weights, fresh.weights, strict=True):
-        np.testing.assert_array_equal(to_numpy(loaded), to_numpy(saved), err_msg=saved.path)
-
-
 # The reloaded plain model's optimizer is built for all its weights, not the LoRA ones.
 @pytest.mark.filterwarnings("ignore:Skipping variable loading for optimizer")
 def test_merge_gives_a_plain_model_with_the_same_outputs(trained, tmp_path):
@@ -113,7 +107,7 @@ def test_merge_gives_a_plain_model_with_the_same_outputs(trained, tmp_path):
 
 
 @pytest.mark.one_backend  # no backend code of its own; decoding costs 15 s on JAX
-def test_merged_translator_keeps_settings_and_tokenizer():
+def test_merged_translator_keeps_settings_and_tokenizer(tmp_path):
     from keras_transformer.text import train_tokenizer
 
     tokenizer = train_tokenizer(["dos mil", "two thousand"], vocabulary_size=30)
@@ -125,3 +119,19 @@ def test_merged_translator_keeps_settings_and_tokenizer():
     assert merged is not translator and lora.lora_layers(merged.model) == {}
     assert merged.tokenizer is tokenizer and merged.beam_size == 2 and not merged.jit_compile
     assert merged(["dos mil"]) == translator(["dos mil"])
+    # A compiled LoRA translator's preset is the merged one.
+    model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossentropy())
+    translator.save_to_preset(tmp_path / "preset")
+    reloaded = kt.Translator.from_preset(tmp_path / "preset")
+    assert lora.lora_layers(reloaded.model) == {} and reloaded.beam_size == 2
+    assert reloaded(["dos mil"]) == translator(["dos mil"])
+
+
+def test_a_compiled_lora_model_saves_to_a_preset_merged(trained, tmp_path):
+    model, _, _ = trained  # compiled and trained: its optimizer holds the LoRA weights' state
+    expected = to_numpy(model(BATCH))
+    model.save_to_preset(tmp_path / "preset")
+    reloaded = kt.Transformer.from_preset(tmp_path / "preset")
+    assert lora.lora_layers(reloaded) == {} and len(reloaded.weights) == len(make_model().weights)
+    np.testing.assert_allclose(to_numpy(reloaded(BATCH)), expected, atol=1e-5)
+    assert lora.lora_layers(model) and model.optimizer is not None  # left as it was

@@ -44,10 +44,16 @@ class TrainingSection:
             on a fresh start, its weights; the optimizer starts fresh. `[model]` must
             describe its architecture. See `keras_transformer.training.fine_tune`. Defaults
             to `""` (train from scratch).
-        lora_rank: int. With `init_from`: fine-tune with LoRA of this rank on the attention's
-            query and value projections, every other weight frozen; checkpoints and backups
-            hold the frozen weights too, and the translator the run writes has LoRA merged
-            (`keras_transformer.models.lora`). `0` trains every weight. Defaults to `0`.
+        lora_rank: int. With `init_from`: fine-tune with LoRA of this rank on the
+            projections of `lora_targets`, every other weight frozen; checkpoints and backups
+            hold the LoRA factors and a checked reference to the frozen base
+            (`OUTPUT_DIR/lora_base.weights.h5`, `keras_transformer.training.lora_state`), and
+            the translator the run writes has LoRA merged (`keras_transformer.models.lora`).
+            `0` trains every weight. Defaults to `0`.
+        lora_targets: str or list of str. With `lora_rank`: the projections LoRA adapts,
+            `"qv"` (the attention's query and value), `"all"` (every attention and
+            feed-forward projection) or a list of names among `"query"`, `"key"`, `"value"`,
+            `"attention_output"`, `"inner"`, `"output"`. Defaults to `"qv"`.
         keep_best: str. Also export the translator at its best validation score to
             `OUTPUT_DIR/best/`: `"val_bleu"`, `"val_loss"` or `"val_accuracy"`. See
             `keras_transformer.training.best`. Defaults to `""` (off).
@@ -80,6 +86,7 @@ class TrainingSection:
     tensorboard: bool = True
     init_from: str = ""
     lora_rank: int = dataclasses.field(default=0, metadata={"min": 0})
+    lora_targets: str | list = "qv"
     keep_best: str = dataclasses.field(default="", metadata={"choices": ("", *BEST_MONITORS)})
     early_stopping_patience: int = dataclasses.field(default=0, metadata={"min": 0})
     accumulate_steps: int = dataclasses.field(default=1, metadata={"min": 1})

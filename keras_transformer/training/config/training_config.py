@@ -3,6 +3,7 @@ sections."""
 
 import dataclasses
 
+from keras_transformer.hyperparameters import lora_targets
 from keras_transformer.training.config.data import CORPUS_SETTINGS, DataConfig, check_data
 from keras_transformer.training.config.distribution import DistributionConfig
 from keras_transformer.training.config.evaluation import EvaluationConfig
@@ -92,8 +93,10 @@ class TrainingConfig:
             known = {field.name for field in dataclasses.fields(section_class)}
             if name == "model":
                 check_arguments_set_elsewhere(section_values)
-            if name == "data" and "dataset" not in section_values and any(
-                section_values.get(key) for key in CORPUS_SETTINGS
+            if (
+                name == "data"
+                and "dataset" not in section_values
+                and any(section_values.get(key) for key in CORPUS_SETTINGS)
             ):
                 section_values = {**section_values, "dataset": "corpus"}
             unknown = sorted(set(section_values) - known)
@@ -150,7 +153,9 @@ class TrainingConfig:
         section, _, name = key.rpartition(".")
         owner = getattr(self, section) if section else self
         default = next(field for field in dataclasses.fields(owner) if field.name == name)
-        value = default.default_factory() if default.default is dataclasses.MISSING else default.default
+        value = (
+            default.default_factory() if default.default is dataclasses.MISSING else default.default
+        )
         return key in self.given or getattr(owner, name) != value
 
     def validate(self):
@@ -165,7 +170,10 @@ class TrainingConfig:
         """
         check_fields("", self)
         data, training, optimizer, distribution = (
-            self.data, self.training, self.optimizer, self.distribution
+            self.data,
+            self.training,
+            self.optimizer,
+            self.distribution,
         )
         check_data(data)
         if optimizer.decay == "linear" and optimizer.warmup_steps >= training.train_steps:
@@ -189,6 +197,10 @@ class TrainingConfig:
                 f"is not set. Received: training.lora_rank={training.lora_rank}, "
                 "training.init_from=''"
             )
+        try:
+            lora_targets(training.lora_targets, "training.lora_targets")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if distribution.process_id >= distribution.num_processes:
             raise ConfigError(
                 "`distribution.process_id` must be < distribution.num_processes "

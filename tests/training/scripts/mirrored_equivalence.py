@@ -1,5 +1,8 @@
 """MirroredStrategy on 2 logical CPU devices vs. one device, on the same global batches.
 
+With `LORA_RANK=r` in the environment, LoRA of rank `r` on every projection trains
+(`keras_transformer.models.lora`), the other weights frozen.
+
 Run in a fresh process (the logical devices must be configured before TensorFlow starts):
 `KERAS_BACKEND=tensorflow python mirrored_equivalence.py` prints one JSON line.
 """
@@ -20,9 +23,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_transformer import Transformer  # noqa: E402
+from keras_transformer.models.lora import enable_lora  # noqa: E402
 from keras_transformer.training.building import compile_model  # noqa: E402
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+LORA_RANK = int(os.environ.get("LORA_RANK", 0))
 VOCAB, ROWS, LENGTH = 40, 8, 12
 
 
@@ -88,6 +93,8 @@ def run(strategy_scope, initial_weights, jit_compile, dropout=0.0, strategy="mir
     with strategy_scope():
         model = make_model(dropout)
         model.set_weights(initial_weights)
+        if LORA_RANK:
+            enable_lora(model, LORA_RANK, "all", seed=0)
         compile_model(model, config(jit_compile), strategy=strategy)
     recorder = StepLosses()
     model.fit(dataset(), epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[recorder])
@@ -103,7 +110,8 @@ def is_key_bias(path):
 
 
 def max_difference(first, second, select=lambda path: path != "logits" and not is_key_bias(path)):
-    return float(max(np.max(np.abs(first[path] - second[path])) for path in first if select(path)))
+    paths = [path for path in first if path in second and select(path)]  # LoRA's: in both runs
+    return float(max(np.max(np.abs(first[path] - second[path])) for path in paths))
 
 
 initial = [np.array(v.numpy()) for v in make_model(0.0).weights]
@@ -113,7 +121,13 @@ mirrored = context.tf_strategy.scope
 results = {"replicas": context.num_replicas, "devices": list(context.tf_strategy.extended.worker_devices)}
 reference_losses, reference_weights = run(single, initial, jit_compile=False, strategy="none")
 results["single_losses"] = reference_losses.tolist()
-results["weight_change"] = max_difference(reference_weights, initial_by_path)
+results["weight_change"] = max_difference(reference_weights, initial_by_path)  # LoRA: frozen
+if LORA_RANK:  # B starts at zero
+    results["lora_change"] = max(
+        float(np.max(np.abs(value)))
+        for path, value in reference_weights.items()
+        if path.endswith("lora_kernel_b")
+    )
 for jit in [int(j) == 1 for j in os.environ.get("JITS", "0,1").split(",")]:
     losses, weights = run(mirrored, initial, jit_compile=jit)
     results[f"mirrored_jit{int(jit)}_losses"] = losses.tolist()
