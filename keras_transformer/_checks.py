@@ -78,3 +78,30 @@ def physical_memory_bytes():
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not POSIX
         return 1 << 40
+
+
+# The x86 instructions that multiply int8 vectors into int32 sums in one step (the kernels that
+# make int8 matrix products faster than float32 ones), as Linux names them in /proc/cpuinfo.
+INT8_DOT_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")
+
+
+def int8_dot_instructions(cpuinfo="/proc/cpuinfo"):
+    """The int8 dot-product instructions of this CPU (`INT8_DOT_FLAGS` it has, a tuple, maybe
+    empty), or `None` where the system does not say (not Linux, not x86, unreadable).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix="cpuinfo", delete=False) as file:
+    ...     _ = file.write("processor : 0\nflags : fpu sse2 avx2 fma avx512_vnni\n")
+    >>> int8_dot_instructions(file.name)
+    ('avx512_vnni',)
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                name, _, value = line.partition(":")
+                if name.strip() == "flags":
+                    flags = set(value.split())
+                    return tuple(flag for flag in INT8_DOT_FLAGS if flag in flags)
+    except OSError:
+        return None
+    return None

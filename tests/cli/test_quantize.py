@@ -62,9 +62,38 @@ def test_export_quantization_int8_hands_the_exporter_an_int8_translator(
         return str(path)
 
     monkeypatch.setattr(export, "export_saved_model", export_saved_model)
-    assert cli.main(["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "int8"]) == 0
+    assert (
+        cli.main(["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "int8"]) == 0
+    )
     assert handed[0].model.quantization == "int8"
     argv = ["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "float16"]
     assert cli.main(argv) == 2
     assert "--format ctranslate2" in capsys.readouterr().err
     assert len(handed) == 1
+
+
+def test_quantize_says_when_this_cpu_has_no_int8_dot_product(
+    number_translator, tmp_path, capsys, monkeypatch
+):
+    from keras_transformer.cli import quantize
+
+    _, _, keras_path = number_translator
+    for found, noted in (((), True), (("avx512_vnni",), False), (None, False)):
+        monkeypatch.setattr(quantize, "int8_dot_instructions", lambda found=found: found)
+        output = tmp_path / f"int8-{noted}-{found}.keras"
+        assert cli.main(["quantize", str(keras_path), str(output)]) == 0
+        errors = capsys.readouterr().err
+        assert ("note: this CPU has no int8 dot-product instructions" in errors) is noted
+
+
+def test_int8_dot_instructions_reads_the_flags_line(tmp_path):
+    from keras_transformer._checks import int8_dot_instructions
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n")
+    assert int8_dot_instructions(cpuinfo) == ()
+    cpuinfo.write_text("flags\t: avx2 amx_tile amx_int8 avx512_vnni avx_vnni\n")
+    assert int8_dot_instructions(cpuinfo) == ("amx_int8", "avx512_vnni", "avx_vnni")
+    cpuinfo.write_text("Features\t: fp asimd\n")  # Not x86: no flags line.
+    assert int8_dot_instructions(cpuinfo) is None
+    assert int8_dot_instructions(tmp_path / "missing") is None
