@@ -41,7 +41,9 @@ def add_quantize_parser(subparsers):
     parser.add_argument(
         "--mode", choices=("int8",), default="int8", help="quantization mode (default: int8)"
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUTPUT if it exists"
+    )
     add_common_arguments(parser, default=argparse.SUPPRESS)
     parser.set_defaults(handler=run_quantize)
 
@@ -64,9 +66,7 @@ def run_quantize(args):
     except (ValueError, OSError) as error:
         print_error(f"cannot quantize {args.translator!r}: {type(error).__name__}: {error}")
         return 2
-    print(
-        f"{PROGRAM}: wrote {output} ({args.mode}, {_size(output) / 2**20:.1f} MiB)", file=sys.stderr
-    )
+    print(f"{PROGRAM}: wrote {output} ({args.mode}, {_size(output) / 2**20:.1f} MiB)", file=sys.stderr)
     if int8_dot_instructions() == ():  # Unknown (`None`): nothing said.
         print_note(NO_FAST_INT8)
     return 0

@@ -30,21 +30,17 @@ def prepare_data(config, context, paths, report, splits, initial=None):
     data and the epoch size of the `splits`."""
     streaming = splits.info.get("streaming", False)
     num_train = splits.info["num_train"] if streaming else len(splits.train)
-    report(
-        f"data: {config.data.dataset}: {num_train} train, {len(splits.validation)} "
-        f"validation, {len(splits.test)} test pairs" + (" (streamed)" if streaming else "")
-    )
+    report(f"data: {config.data.dataset}: {num_train} train, {len(splits.validation)} "
+           f"validation, {len(splits.test)} test pairs" + (" (streamed)" if streaming else ""))
     for line in splits.info.get("filters", ()):
         report(f"data: {line}")
     tokenizer_pairs = splits.info["scan"].tokenizer_sample if streaming else splits.train
     tokenizer, initial = fine_tune.load_run_tokenizer(
         config, paths, tokenizer_pairs, context.is_chief, initial
     )
-    report(
-        f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
-        + (f" (from {config.training.init_from})" if initial is not None else "")
-        + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else "")
-    )
+    report(f"tokenizer: {tokenizer.vocabulary_size()} word pieces"
+           + (f" (from {config.training.init_from})" if initial is not None else "")
+           + (f", learned from {len(tokenizer_pairs)} pairs" if streaming else ""))
     accumulate = config.training.accumulate_steps  # fit batches per optimizer step
     max_length = config.data.max_length
     text = fine_tune.text_settings(initial)  # a fine-tuned translator's own encoding
@@ -66,11 +62,9 @@ def prepare_data(config, context, paths, report, splits, initial=None):
             f"Received: data.max_length={max_length}"
         ) from None
     if streaming:
-        report(
-            f"data: about {train_data.num_dropped} training pairs longer than "
-            f"max_length={config.data.max_length} tokens are dropped as they stream "
-            "(estimated from the tokenizer's sample)"
-        )
+        report(f"data: about {train_data.num_dropped} training pairs longer than "
+               f"max_length={config.data.max_length} tokens are dropped as they stream "
+               "(estimated from the tokenizer's sample)")
     one_pass = sum(
         math.ceil(count / size)
         for count, size in zip(train_data.bucket_counts, train_data.batch_sizes, strict=True)
@@ -80,11 +74,9 @@ def prepare_data(config, context, paths, report, splits, initial=None):
     steps_per_epoch = config.training.steps_per_epoch or max(
         min(MIN_EPOCH_STEPS, config.training.train_steps), math.ceil(one_pass / accumulate)
     )
-    report(
-        f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
-        f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
-        + (f", {accumulate} batches per step" if accumulate > 1 else "")
-    )
+    report(f"batches: {one_pass} per pass over the data, shapes {list(train_data.padded_shapes)}, "
+           f"{steps_per_epoch} steps per epoch, {config.training.train_steps} steps"
+           + (f", {accumulate} batches per step" if accumulate > 1 else ""))
     validation_data = None
     if splits.validation:
         try:
@@ -125,11 +117,9 @@ def prepare_model(config, context, tokenizer, report, initial=None):
         model.optimizer.build(model.trainable_variables)
         if initial is not None:
             fine_tune.check_architecture(model, initial.model, config.training.init_from)
-    report(
-        f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
-        f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
-        f"dtype policy {model.dtype_policy.name}"
-    )
+    report(f"model: {model.count_params():,} parameters, d_model {model.d_model}, "
+           f"{model.num_layers} layers, {model.num_heads} heads, ff_dim {model.ff_dim}, "
+           f"dtype policy {model.dtype_policy.name}")
     evaluation = config.evaluation
     if decodes_in_float32(config):
         # Mixed precision on a CPU: the run validates, tests and saves a float32 copy (same

@@ -185,9 +185,8 @@ def prepare_run(config, verbose="auto"):
         raise
     # Settings a budgeted config leaves unset, from the corpus size (`training.recipe`).
     streaming = splits.info.get("streaming", False)
-    spacing_unset = not (
-        config.is_set("training.checkpoint_every") or config.is_set("training.average_checkpoints")
-    )
+    spacing_unset = not (config.is_set("training.checkpoint_every")
+                         or config.is_set("training.average_checkpoints"))
     config, recipe_line = resolve_recipe(
         config,
         splits.info["num_train"] if streaming else len(splits.train),
@@ -200,11 +199,9 @@ def prepare_run(config, verbose="auto"):
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
             os.replace(paths.legacy_config, paths.config)
         write_json(paths.config, config.to_dict())
-    report(
-        f"keras-transformer train: backend {keras.backend.backend()}, strategy "
-        f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
-        f"process(es)), output {paths.output_dir}"
-    )
+    report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
+           f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
+           f"process(es)), output {paths.output_dir}")
     if context.is_chief:
         report(held_out_report(write_held_out(paths, splits)))
     if recipe_line:
@@ -310,10 +307,8 @@ def fit_run(run, callbacks=None, verbose="auto"):
             history={key: [float(value) for value in values] for key, values in history.items()},
         )
     if stopped_by_time:
-        report(
-            f"time budget of {minutes:g} minutes spent after {steps:,} of {train_steps:,} "
-            "steps: testing what was trained (the backup is kept, to continue)"
-        )
+        report(f"time budget of {minutes:g} minutes spent after {steps:,} of {train_steps:,} "
+               "steps: testing what was trained (the backup is kept, to continue)")
     best = keep_best.summary() if keep_best is not None else None
     return FitOutcome(stages, backup, steps_done, steps, trained, stopped_by_time, best)
 
@@ -337,11 +332,9 @@ def _callbacks(run, backup, time_limit):
             warmup = run.config.optimizer.warmup_steps
             callback_list.append(DecayPlan(end, time_limit, backup, training.train_steps, warmup))
         if run.checkpoint_share:  # The recipe's spacing, planned again from the step rate.
-            callback_list.append(
-                CheckpointPlan(
-                    checkpoints, time_limit, backup, training.train_steps, run.checkpoint_share
-                )
-            )
+            callback_list.append(CheckpointPlan(
+                checkpoints, time_limit, backup, training.train_steps, run.checkpoint_share
+            ))
     if context.is_chief:
         callback_list.append(
             _Forecast(run.config, training.train_steps, backup, run.report, time_limit)
@@ -361,11 +354,7 @@ def _callbacks(run, backup, time_limit):
     keep_best = None
     if training.keep_best:
         keep_best = make_keep_best(
-            run.config,
-            run.paths,
-            lambda step: _save_best(run, step),
-            backup,
-            callback_list,
+            run.config, run.paths, lambda step: _save_best(run, step), backup, callback_list,
             is_chief=context.is_chief,
         )
     if context.is_chief:
@@ -384,9 +373,7 @@ def _save_best(run, step):
         copy_weights(run.model, run.eval_model)
     if run.context.is_chief:
         export_best(run.translator, run.paths.best)
-    run.report(
-        f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}"
-    )
+    run.report(f"{run.config.training.keep_best} improved at step {step}: exported {run.paths.best}")
 
 
 def _revalidate(run, keep_best, callback_list, state, backup_weights):
@@ -402,9 +389,7 @@ def _revalidate(run, keep_best, callback_list, state, backup_weights):
     step, monitor = state["step"], keep_best.monitor
     if any(done == step for done, _ in keep_best.evaluations):
         return False
-    bleu = next(
-        (callback for callback in callback_list if isinstance(callback, BleuCallback)), None
-    )
+    bleu = next((callback for callback in callback_list if isinstance(callback, BleuCallback)), None)
     if monitor == "val_bleu":
         if bleu is None or not run.context.is_chief:  # As in `fit`: BLEU on process 0 only.
             return False
@@ -420,10 +405,8 @@ def _revalidate(run, keep_best, callback_list, state, backup_weights):
         else:
             logs = run.model.evaluate(run.validation_data, verbose=0, return_dict=True)
             value = logs[monitor.removeprefix("val_")]
-    run.report(
-        f"{monitor} of step {step} was not recorded (a kill after its backup): "
-        f"validated again: {value:.4f}"
-    )
+    run.report(f"{monitor} of step {step} was not recorded (a kill after its backup): "
+               f"validated again: {value:.4f}")
     keep_best.observe(step, value)
     return keep_best.stopped
 
@@ -443,28 +426,20 @@ def _resume(run, stages, state, trained, backup_weights):
     training, context, report, paths = run.config.training, run.context, run.report, run.paths
     steps_per_epoch = run.steps_per_epoch
     if trained:
-        report(
-            f"training: finished by an earlier run ({trained['steps']} steps); going on with "
-            f"the stages after it ({', '.join(stages.done_stages())} done)"
-        )
+        report(f"training: finished by an earlier run ({trained['steps']} steps); going on with "
+               f"the stages after it ({', '.join(stages.done_stages())} done)")
         return trained["steps"]
     if state:
         # Damaged since it was written: refused (one line), never copied into a checkpoint.
         check_sha256(backup_weights, state.get("sha256"), os.path.join(paths.backup, "state.json"))
         steps_done = min(state["step"], training.train_steps)
-        report(
-            f"resuming from the backup of step {steps_done} "
-            f"(epoch {steps_done // steps_per_epoch + 1}, "
-            f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})"
-        )
+        report(f"resuming from the backup of step {steps_done} "
+               f"(epoch {steps_done // steps_per_epoch + 1}, "
+               f"batch {steps_done % steps_per_epoch} of {steps_per_epoch})")
         every = training.checkpoint_every or steps_per_epoch
         expected = state["step"] % every == 0 or state["step"] == training.train_steps
-        if (
-            context.is_chief
-            and expected
-            and restore_checkpoint(
-                paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
-            )
+        if context.is_chief and expected and restore_checkpoint(
+            paths.checkpoints, state["step"], backup_weights, keep=training.average_checkpoints
         ):
             report(f"restored the checkpoint of step {state['step']} from the backup")
         return steps_done
@@ -546,9 +521,7 @@ def finalize_run(run, outcome):
         metrics["best"] = outcome.best
     history = trained["history"]
     if not context.is_chief:
-        return TrainingResult(
-            model, None, run.tokenizer, history, metrics, paths.output_dir, config
-        )
+        return TrainingResult(model, None, run.tokenizer, history, metrics, paths.output_dir, config)
     if run.eval_model is not model:
         copy_weights(model, run.eval_model)
     run.translator = fine_tune.written_translator(run.translator)  # `lora_rank`: merged
@@ -598,10 +571,8 @@ def _average(run, stages):
             checkpoints_averaged = average_last_checkpoints(model, paths.checkpoints, keep)
         if checkpoints_averaged:
             count = len(checkpoints_averaged)
-            report(
-                f"averaged the last {count} checkpoint{'s' if count > 1 else ''} (steps "
-                f"{', '.join(str(step) for step, _ in checkpoints_averaged)})"
-            )
+            report(f"averaged the last {count} checkpoint{'s' if count > 1 else ''} (steps "
+                   f"{', '.join(str(step) for step, _ in checkpoints_averaged)})")
     save_weights_atomically(model, paths.weights, is_chief=context.is_chief)
     return stages.record("averaged", checkpoints=[step for step, _ in checkpoints_averaged])
 
@@ -615,27 +586,19 @@ def _tune(run, stages):
     tuned = stages.get("tuned")
     if tuned is None:
         if not pairs:
-            report(
-                f"evaluation.alphas: no validation split to try them on; the length "
-                f"penalty stays evaluation.alpha = {evaluation.alpha:g}"
-            )
+            report(f"evaluation.alphas: no validation split to try them on; the length "
+                   f"penalty stays evaluation.alpha = {evaluation.alpha:g}")
             return stages.record("tuned", alpha=float(evaluation.alpha), alpha_trials=[])
         start = time.monotonic()
         alpha, trials = tune_alpha(run.translator, pairs, evaluation.alphas, report.enabled)
         tuned = stages.record("tuned", alpha=alpha, alpha_trials=trials)
         tried = ", ".join(
             f"{trial['alpha']:g}: {trial['bleu']:.2f}"
-            + (
-                f" (length {trial['length_ratio']:.3f})"
-                if trial["length_ratio"] is not None
-                else ""
-            )
+            + (f" (length {trial['length_ratio']:.3f})" if trial["length_ratio"] is not None else "")
             for trial in trials
         )
-        report(
-            f"length penalty tuned on the {len(pairs):,} validation pairs: alpha "
-            f"{alpha:g} (BLEU {tried}; {time.monotonic() - start:.0f} s)"
-        )
+        report(f"length penalty tuned on the {len(pairs):,} validation pairs: alpha "
+               f"{alpha:g} (BLEU {tried}; {time.monotonic() - start:.0f} s)")
     else:
         report(f"length penalty: tuned by an earlier run: alpha {tuned['alpha']:g}")
     run.translator.alpha = float(tuned["alpha"])
@@ -650,12 +613,10 @@ def _evaluate(run, stages):
         evaluated = {}
         if run.config.evaluation.test and test:
             evaluated = evaluate_translations(run.translator, test, verbose=report.enabled)
-            report(
-                f"test: BLEU {evaluated['test_bleu']:.2f}, chrF {evaluated['test_chrf']:.2f}, "
-                f"exact match "
-                f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
-                f"({evaluated['test_seconds']:.0f} s)"
-            )
+            report(f"test: BLEU {evaluated['test_bleu']:.2f}, chrF {evaluated['test_chrf']:.2f}, "
+                   f"exact match "
+                   f"{100 * evaluated['test_exact_match']:.2f}% on {len(test)} pairs "
+                   f"({evaluated['test_seconds']:.0f} s)")
         evaluated = stages.record("evaluated", **evaluated)
     elif "test_bleu" in evaluated:
         report(f"test: done by an earlier run: BLEU {evaluated['test_bleu']:.2f}")
@@ -684,14 +645,9 @@ def _export(run, stages):
         export_saved_model(exported_from, paths.saved_model)
         report(f"exported {paths.saved_model} ({time.monotonic() - export_start:.0f} s)")
         if samples:
-            report(
-                f"translating {len(samples)} samples with the exported SavedModel (it "
-                "compiles on its first call)"
-            )
-            translate, by = (
-                load_translator(paths.saved_model, engine="saved_model"),
-                "the exported SavedModel",
-            )
+            report(f"translating {len(samples)} samples with the exported SavedModel (it "
+                   "compiles on its first call)")
+            translate, by = load_translator(paths.saved_model, engine="saved_model"), "the exported SavedModel"
     elif samples and config.evaluation.test:
         # The test has compiled the Translator's search: five more sentences cost little.
         translate, by = run.translator, "the trained Translator"
@@ -700,11 +656,8 @@ def _export(run, stages):
         exported["samples"] = checked_samples(samples, translations, references)
         report(f"translations by {by}:")
         for sample in exported["samples"]:
-            mark = {
-                True: "right",
-                False: f"wrong: expected {sample.get('reference')!r}",
-                None: "no reference",
-            }[sample.get("right")]
+            mark = {True: "right", False: f"wrong: expected {sample.get('reference')!r}",
+                    None: "no reference"}[sample.get("right")]
             report(f"  {sample['source']}  ->  {sample['translation']}   ({mark})")
         summary = samples_summary(exported["samples"])
         if summary:
@@ -756,7 +709,9 @@ class _Forecast(StepRateForecast):
     Whether the config names `train_steps` comes from the config (`steps_named`)."""
 
     def __init__(self, config, *args, **kwargs):
-        super().__init__(*args, steps_named=config.is_set("training.train_steps"), **kwargs)
+        super().__init__(
+            *args, steps_named=config.is_set("training.train_steps"), **kwargs
+        )
         self.config = config
 
     def forecast(self, seconds_per_step, step):

@@ -62,9 +62,7 @@ def test_export_quantization_int8_hands_the_exporter_an_int8_translator(
         return str(path)
 
     monkeypatch.setattr(export, "export_saved_model", export_saved_model)
-    assert (
-        cli.main(["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "int8"]) == 0
-    )
+    assert cli.main(["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "int8"]) == 0
     assert handed[0].model.quantization == "int8"
     argv = ["export", str(keras_path), str(tmp_path / "sm"), "--quantization", "float16"]
     assert cli.main(argv) == 2

@@ -121,17 +121,13 @@ class DataConfig:
 
 def check_data(data):
     """The rules between `[data]` settings (each setting's own: `check_fields`)."""
-    if (
-        data.sentencepiece_model or data.sentencepiece_options
-    ) and data.tokenizer != "sentencepiece":
+    if (data.sentencepiece_model or data.sentencepiece_options) and data.tokenizer != "sentencepiece":
         raise ConfigError(
             "`data.sentencepiece_model` and `data.sentencepiece_options` need "
             f"`data.tokenizer = 'sentencepiece'`. Received: data.tokenizer={data.tokenizer!r}"
         )
     if data.dataset == "tsv" and not data.path:
-        raise ConfigError(
-            f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}"
-        )
+        raise ConfigError(f"`data.path` is required with dataset='tsv'. Received: data.path={data.path!r}")
     _check_corpus(data)
     if data.tokens_per_batch < data.max_length:
         raise ConfigError(

@@ -74,7 +74,9 @@ def check_fields(prefix, instance):
             expected = " or ".join(TYPE_NAMES[kind] for kind in allowed)
             raise ConfigError(f"`{name}` must be {expected}. Received: {name}={value!r}")
         if value is not None and not follows_rules(value, field.metadata):
-            raise ConfigError(f"`{name}` must be {rules_text(field)}. Received: {name}={value!r}")
+            raise ConfigError(
+                f"`{name}` must be {rules_text(field)}. Received: {name}={value!r}"
+            )
 
 
 def field_types(field):
@@ -134,9 +136,7 @@ def choices_text(choices):
     """`one of ['a', 'b']`; a choice of booleans as TOML spells them: `true, false or 'auto'`."""
     if not any(isinstance(choice, bool) for choice in choices):
         return f"one of {list(choices)}"
-    words = [
-        str(choice).lower() if isinstance(choice, bool) else repr(choice) for choice in choices
-    ]
+    words = [str(choice).lower() if isinstance(choice, bool) else repr(choice) for choice in choices]
     return f"{', '.join(words[:-1])} or {words[-1]}"
 
 

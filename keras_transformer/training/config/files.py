@@ -39,9 +39,7 @@ def _read_config_file(path):
     """The nested dicts of a config file; `ConfigError` (one line) when it cannot be read."""
     extension = os.path.splitext(path)[1].lower()
     if extension not in (".toml", ".yaml", ".yml", ".json"):
-        raise ConfigError(
-            f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}"
-        )
+        raise ConfigError(f"`path` must end in .toml, .yaml, .yml or .json. Received: path={path!r}")
     if extension in (".yaml", ".yml"):
         try:
             import yaml  # An optional dependency: needed for YAML files only.
@@ -63,6 +61,4 @@ def _read_config_file(path):
     except UnicodeDecodeError as error:
         raise ConfigError(f"invalid UTF-8 at byte {error.start}") from None
     except syntax_errors as error:
-        raise ConfigError(
-            f"invalid {extension[1:].upper()}: {' '.join(str(error).split())}"
-        ) from None
+        raise ConfigError(f"invalid {extension[1:].upper()}: {' '.join(str(error).split())}") from None

@@ -93,10 +93,8 @@ class TrainingConfig:
             known = {field.name for field in dataclasses.fields(section_class)}
             if name == "model":
                 check_arguments_set_elsewhere(section_values)
-            if (
-                name == "data"
-                and "dataset" not in section_values
-                and any(section_values.get(key) for key in CORPUS_SETTINGS)
+            if name == "data" and "dataset" not in section_values and any(
+                section_values.get(key) for key in CORPUS_SETTINGS
             ):
                 section_values = {**section_values, "dataset": "corpus"}
             unknown = sorted(set(section_values) - known)
@@ -153,9 +151,7 @@ class TrainingConfig:
         section, _, name = key.rpartition(".")
         owner = getattr(self, section) if section else self
         default = next(field for field in dataclasses.fields(owner) if field.name == name)
-        value = (
-            default.default_factory() if default.default is dataclasses.MISSING else default.default
-        )
+        value = default.default_factory() if default.default is dataclasses.MISSING else default.default
         return key in self.given or getattr(owner, name) != value
 
     def validate(self):
@@ -170,10 +166,7 @@ class TrainingConfig:
         """
         check_fields("", self)
         data, training, optimizer, distribution = (
-            self.data,
-            self.training,
-            self.optimizer,
-            self.distribution,
+            self.data, self.training, self.optimizer, self.distribution
         )
         check_data(data)
         if optimizer.decay == "linear" and optimizer.warmup_steps >= training.train_steps:
