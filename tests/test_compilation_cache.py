@@ -127,3 +127,33 @@ def test_translate_refuses_an_unusable_cache_and_writes_a_usable_one(tmp_path, c
     # Opened before the model (what it holds: the subprocess test above; in this process
     # JAX's cache was set up by the test session, TensorFlow's flags maybe read already).
     assert cache.is_dir()
+
+
+def test_a_directory_others_could_write_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(ValueError, match=r"writable by its group or by others .* Mode 777"):
+        use_compilation_cache(str(shared), backend="jax")
+    shared.chmod(0o755)
+    assert use_compilation_cache(str(shared), backend="tensorflow") == str(shared)
+    os.environ.pop(TF_XLA_FLAGS, None)  # This process's TensorFlow keeps no cache.
+
+
+def test_the_default_directory_that_cannot_be_used_is_a_note(tmp_path, monkeypatch, capsys):
+    from keras_transformer.cli.common import open_compilation_cache
+
+    shared = tmp_path / "keras-transformer" / "compiled"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert open_compilation_cache("default") is True
+    if keras.backend.backend() == "torch":  # No cache: the directory is not looked at.
+        assert capsys.readouterr().err == ""
+        assert open_compilation_cache(str(shared)) is True
+        return
+    assert "note: no compilation cache (The compilation cache directory must not be" in (
+        capsys.readouterr().err
+    )
+    assert open_compilation_cache(str(shared)) is False
+    assert "error: --compilation-cache: The compilation cache" in capsys.readouterr().err

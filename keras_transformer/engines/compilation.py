@@ -58,8 +58,8 @@ def use_compilation_cache(directory, backend=None):
         backend that compiles nothing (PyTorch).
 
     Raises:
-        ValueError: `directory` is empty, exists and is not a directory, or (TensorFlow)
-            holds whitespace.
+        ValueError: `directory` is empty, exists and is not a directory, is writable by
+            another user (`check_private`), or (TensorFlow) holds whitespace.
         OSError: `directory` cannot be created or written (its message names the directory).
 
     Example:
@@ -88,6 +88,7 @@ def use_compilation_cache(directory, backend=None):
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OSError(f"The compilation cache directory is not writable: {directory}")
+    check_private(directory)
     if backend == "jax":
         import jax
 
@@ -103,6 +104,31 @@ def use_compilation_cache(directory, backend=None):
             )
         os.environ[TF_XLA_FLAGS] = tf_xla_flags(os.environ.get(TF_XLA_FLAGS, ""), directory)
     return directory
+
+
+def check_private(directory):
+    """Refuses a cache directory that another user could write machine code into: owned by
+    another user, or writable by its group or by others (as ssh refuses a key file others can
+    read). POSIX only; elsewhere nothing is checked.
+
+    Raises:
+        ValueError: naming the directory, its owner or mode, and the fix.
+    """
+    if not hasattr(os, "getuid"):
+        return
+    status = os.stat(directory)
+    if status.st_uid != os.getuid():
+        raise ValueError(
+            "The compilation cache directory must belong to the user who runs the command (it "
+            f"holds machine code this process runs); it belongs to uid {status.st_uid}. "
+            f"Received: directory={directory}"
+        )
+    if status.st_mode & 0o022:
+        raise ValueError(
+            "The compilation cache directory must not be writable by its group or by others "
+            f"(it holds machine code this process runs; `chmod go-w` it). Mode "
+            f"{status.st_mode & 0o777:o}. Received: directory={directory}"
+        )
 
 
 def tf_xla_flags(flags, directory):
