@@ -121,8 +121,10 @@ def _jax_compilation_cache(tmp_path_factory):
     from keras_transformer.engines.compilation import default_directory
 
     root = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        root = root.parent  # This run's, shared by its workers.
+    if "PYTEST_XDIST_WORKER" in os.environ and keras.backend.backend() == "jax":
+        # This run's, shared by its workers: JAX's cache writes each entry atomically.
+        # TensorFlow's cache is kept per worker (its writes are not known to be).
+        root = root.parent
     os.environ["XDG_CACHE_HOME"] = str(root / "xdg_cache")
     directory = default_directory()
     if keras.backend.backend() != "jax":
