@@ -14,13 +14,22 @@ vocabulary), and a config with no budget keeps the defaults.
 The rows are `RECIPE`, as data: docs/training.md's table of them ("Small corpus") is tested
 against it (tests/training/test_recipe_docs.py).
 
+**The row fits the machine** (issue 56). Where several rows fit the corpus (the small and the
+wide rows, 5,000-100,000 pairs), each has a curve (`RecipeRow.bleu_by_steps`: its validation
+BLEU every 500 steps of a `make bible` run) and the budget decides between them in steps:
+a time budget's steps at the step time the trainer measured here for each row's model
+(`step_time`, `training.speed`), a step budget's as they are (`choose_row`). A step costs
+threefold more on one CPU than another (the wide row: 0.42 s on 2 cores with AMX in mixed
+bfloat16, 1.35 s on 2 AVX2 cores in float32: 2,520 steps and 30.75 test BLEU in an hour, where
+the old rule, a fixed 0.42 s, had forecast 6,857), so the minutes alone cannot choose.
+
 Vocabulary by corpus size follows Sennrich and Zhang (2019), "Revisiting Low-Resource Neural
 Machine Translation": small corpora want small subword vocabularies.
 
 **Warm-up.** At most the row's, and at most `WARMUP_SHARE` (two fifths) of the steps the
 budget gives: `training.train_steps`, or with a time budget an estimate of the steps it allows
-(`estimated_steps`: 80 % of the minutes, at the row's `seconds_per_step`, the step time
-measured on this project's 2-core CPU machine when quiet). Measured on the 700 Bible pairs
+(`estimated_steps`: 80 % of the minutes, at the step time measured here where the rows were
+timed, else the row's `seconds_per_step`, measured on this project's 2-core CPU when quiet). Measured on the 700 Bible pairs
 (docs/training.md, "The sweep"): at 1,000 steps a warm-up of 400 beat one of 200 at the same
 peak by +0.6 BLEU on 500 held-out verses; a loaded machine makes fewer steps than estimated,
 so its warm-up is a larger share of them.
@@ -109,9 +118,10 @@ class RecipeRow:
         cpu_bfloat16: bool. On a CPU with bfloat16 instructions (`resolve_recipe`'s
             `bfloat16_cpu`), train in mixed bfloat16 without XLA: measured faster for the
             row's model. Defaults to `False`.
-        min_steps: int. The fewest steps the budget must give (`estimated_steps` at the
-            row's `seconds_per_step`) for the row to apply; a shorter budget takes the next
-            row. Defaults to `0`.
+        bleu_by_steps: tuple of `(steps, BLEU)`. The sweep's curve: the row's validation
+            BLEU after so many steps, measured; a row with a curve competes with the other
+            rows with curves for the corpus, by the BLEU of the steps the budget buys each
+            (`recipe_row`). Defaults to `()`: no curve.
     """
 
     name: str
@@ -124,7 +134,7 @@ class RecipeRow:
     seconds_per_step: float
     source: str
     cpu_bfloat16: bool = False
-    min_steps: int = 0
+    bleu_by_steps: tuple = ()
 
     @property
     def peak_learning_rate(self):
@@ -139,10 +149,39 @@ class RecipeRow:
         return (f"{sizes['num_layers']} layers, d_model {sizes['d_model']}, {sizes['num_heads']} "
                 f"heads, ff_dim {sizes['ff_dim']}, dropout {dropout:g}")
 
+    def expected_bleu(self, steps):
+        """The sweep's validation BLEU after `steps` steps: its curve made non-decreasing
+        (the best so far: what checkpoint averaging and `keep_best` keep), linear between
+        its points and from 0 at step 0, flat after its last point; `None` without a curve.
+
+        Example:
+
+        >>> row = dataclasses.replace(RECIPE[1], bleu_by_steps=((500, 10.0), (1000, 8.0),
+        ...                                                     (1500, 20.0)))
+        >>> [row.expected_bleu(steps) for steps in (250, 1000, 1250, 9000)]
+        [5.0, 10.0, 15.0, 20.0]
+        """
+        if not self.bleu_by_steps:
+            return None
+        points, best = [(0, 0.0)], 0.0
+        for point_steps, bleu in self.bleu_by_steps:
+            best = max(best, bleu)
+            points.append((point_steps, best))
+        for (left, low), (right, high) in zip(points, points[1:]):
+            if steps <= right:
+                return low + (high - low) * (steps - left) / (right - left)
+        return points[-1][1]
+
     @property
     def sizes(self):
         """The model's `Transformer` arguments (the preset's, then the row's own)."""
         return {**PRESETS.get(self.model.get("preset") or "base", {}), **self.model}
+
+
+def _every_500_steps(*bleu, last):
+    """A curve of validations every 500 steps (the first at step 500), then the run's `last`
+    `(steps, BLEU)`."""
+    return (*((500 * (index + 1), value) for index, value in enumerate(bleu)), last)
 
 
 RECIPE = (
@@ -167,31 +206,6 @@ RECIPE = (
         # pieces took 141-160 ms against float32's 151-155 (2 cores, AVX-512 BF16).
         cpu_bfloat16=False,
     ),
-    # The small row's model 1.5x wider, for budgets of 4,000 steps or more: `make bible` (60
-    # minutes, 2 cores, an Intel Xeon with AMX at 303 GFLOP/s) made 8,198 steps at 0.40-0.49
-    # s and 35.67 test BLEU, where the small row's d_model 128 had made 12,883 and 34.54 on a
-    # faster day (353 GFLOP/s); 30 minutes, 4,759 steps: 34.03. Shorter budgets keep the
-    # small row: 30 minutes on one core of an AMD EPYC (1,807 steps) scored 1.2 below it.
-    RecipeRow(
-        name="wide",
-        max_pairs=100_000,
-        model={"preset": "", "num_layers": 2, "d_model": 192, "num_heads": 4, "ff_dim": 768,
-               "dropout": 0.1},
-        vocabulary_size=8_000,
-        tokens_per_batch=4_096,
-        warmup_steps=800,
-        # The small row's peak learning rate, 0.0031: scale x sqrt(192 / 128).
-        learning_rate_scale=1.2247,
-        # 0.37-0.49 s per step (validation included) on 2 cores with AMX in bf16.
-        seconds_per_step=0.42,
-        source="the small row 1.5x wider, measured on the Bible in 60 minutes",
-        # Measured in bf16 only: its width lies between d_model 128 and 512, both faster in
-        # bf16 without XLA (the small and base rows' notes); float32 not timed at 192.
-        cpu_bfloat16=True,
-        # Between 1,807 steps (lost 1.2 BLEU to the small row) and 4,759 (ahead in
-        # validation loss at equal minutes).
-        min_steps=4_000,
-    ),
     # The sizes configs/bible.toml named (29,077 training pairs): 33.49 test BLEU after 60
     # minutes; bible.toml now names none and gets these. The vocabulary is 8,000 pieces, not
     # bible.toml's 4,000: 60 minutes on one core each, side by side, 31.37 test BLEU against
@@ -215,6 +229,39 @@ RECIPE = (
         # steps and 32.03 test BLEU against float32's 4,538 and 31.37; the same validation
         # loss at equal steps (2.749 at step 4,500 both).
         cpu_bfloat16=True,
+        # Validation BLEU (100 verses, beam 4, alpha 0.6) every 500 steps of `make bible` from
+        # a fresh clone, 2026-11-27 23:00 (benchmarks/results/recipe_60min.jsonl).
+        bleu_by_steps=_every_500_steps(
+            2.72, 16.15, 24.39, 27.8, 30.72, 31.52, 35.97, 35.95, 35.53, 38.02, 38.16, 39.05,
+            39.19, 39.09, 39.72, 39.76, last=(8_255, 39.63)),
+    ),
+    # The small row's model 1.5x wider: ahead of it at every step count (its curve), but a
+    # step costs 1.4-1.7x: it wins where the budget buys enough steps (`recipe_row`).
+    # `make bible` (60 minutes, 2 cores, an Intel Xeon with AMX at 303 GFLOP/s) made 8,198
+    # steps at 0.40-0.49 s and 35.67 test BLEU, where the small row's d_model 128 had made
+    # 12,883 and 34.54 on a faster day (353 GFLOP/s); 30 minutes, 4,759 steps: 34.03. On one
+    # core of an AMD EPYC, 30 minutes (1,807 steps) scored 1.2 below the small row's 2,685.
+    RecipeRow(
+        name="wide",
+        max_pairs=100_000,
+        model={"preset": "", "num_layers": 2, "d_model": 192, "num_heads": 4, "ff_dim": 768,
+               "dropout": 0.1},
+        vocabulary_size=8_000,
+        tokens_per_batch=4_096,
+        warmup_steps=800,
+        # The small row's peak learning rate, 0.0031: scale x sqrt(192 / 128).
+        learning_rate_scale=1.2247,
+        # 0.37-0.49 s per step (validation included) on 2 cores with AMX in bf16.
+        seconds_per_step=0.42,
+        source="the small row 1.5x wider, measured on the Bible in 60 minutes",
+        # Measured in bf16 only: its width lies between d_model 128 and 512, both faster in
+        # bf16 without XLA (the small and base rows' notes); float32 not timed at 192.
+        cpu_bfloat16=True,
+        # Validation BLEU (100 verses, beam 4, alpha 0.6) every 500 steps of `make bible` from
+        # a fresh clone, 2026-11-28 11:49 (benchmarks/results/recipe_60min.jsonl).
+        bleu_by_steps=_every_500_steps(
+            6.47, 17.65, 25.79, 30.93, 34.22, 33.27, 38.98, 39.58, 40.51, 39.84, 39.75, 41.71,
+            42.0, 42.6, 41.79, 42.1, 42.31, last=(8_671, 41.44)),
     ),
     # The paper's base model and recipe (Vaswani et al., 2017), for 4.5 M pairs: carried.
     RecipeRow(
@@ -235,14 +282,102 @@ RECIPE = (
 )
 
 
-def recipe_row(num_pairs, config=None):
-    """The row of `RECIPE` for a corpus of `num_pairs` training pairs and the budget of
-    `config`: the first row whose corpus size fits and whose `min_steps` the budget gives.
+@dataclasses.dataclass(frozen=True)
+class Forecast:
+    """What one candidate row's budget buys (`choose_row`).
+
+    Attributes:
+        row: `RecipeRow`.
+        seconds_per_step: float. The step time the steps come from.
+        measured: bool. Whether that step time was measured on this machine (else the row's
+            `seconds_per_step`, a quiet 2-core CPU's).
+        steps: int. The steps of the budget (`estimated_steps`).
+        bleu: float or `None`. The sweep's validation BLEU after that many steps
+            (`RecipeRow.expected_bleu`).
+    """
+
+    row: RecipeRow
+    seconds_per_step: float
+    measured: bool
+    steps: int
+    bleu: float | None
+
+    def text(self):
+        """`small ~9,931 steps at 0.29 s (measured), 39.8 BLEU`."""
+        how = "measured here" if self.measured else "a quiet 2-core CPU's"
+        bleu = "" if self.bleu is None else f", validation BLEU {self.bleu:.1f}"
+        return f"{self.row.name} ~{self.steps:,} steps at {self.seconds_per_step:.2f} s ({how}){bleu}"
+
+
+def candidates(num_pairs):
+    """The rows of `RECIPE` a corpus of `num_pairs` training pairs may take: of the rows with
+    the smallest `max_pairs` that fits, those with a curve (`bleu_by_steps`), or else the first.
+
+    Example:
+
+    >>> [[row.name for row in candidates(pairs)] for pairs in (700, 31_000, 4_500_000)]
+    [['tiny'], ['small', 'wide'], ['base']]
+    """
+    fitting = [row for row in RECIPE if row.max_pairs is None or num_pairs <= row.max_pairs]
+    band = [row for row in fitting if row.max_pairs == fitting[0].max_pairs]
+    return [row for row in band if row.bleu_by_steps] or band[:1]
+
+
+def choose_row(num_pairs, config=None, step_time=None):
+    """The row for a corpus of `num_pairs` training pairs and the budget of `config`, and the
+    `Forecast` of each candidate row (`candidates`).
+
+    Where several rows fit, each is forecast the steps the budget buys it (a time budget:
+    `TRAINING_SHARE` of the minutes at its step time, `step_time(row)` when given: measured
+    on this machine by the trainer, `training.speed`) and the row whose curve
+    (`RecipeRow.expected_bleu`) is highest at its steps wins; ties go to the cheaper row (the
+    first). Without a budget, the first candidate.
 
     Args:
         num_pairs: int. The training pairs.
-        config: `TrainingConfig` or `None`. The budget; `None` takes only rows without
-            `min_steps`.
+        config: `TrainingConfig` or `None`. The budget. Defaults to `None`.
+        step_time: callable `row -> seconds per step` or `None`. Asked only for a time budget
+            with several candidates. Defaults to `None`: the rows' `seconds_per_step`.
+
+    Returns:
+        `(row, forecasts)`: forecasts empty where there was nothing to choose.
+
+    Example:
+
+    >>> from keras_transformer.training.config import TrainingConfig
+    >>> hour = TrainingConfig().replace(**{"training.minutes": 60})
+    >>> one_core_float32 = {"small": 0.65, "wide": 1.10}  # measured, seconds per step
+    >>> row, forecasts = choose_row(31_000, hour, lambda row: one_core_float32[row.name])
+    >>> row.name, [forecast.text() for forecast in forecasts]
+    ('small', ['small ~4,430 steps at 0.65 s (measured here), validation BLEU 36.0', \
+'wide ~2,618 steps at 1.10 s (measured here), validation BLEU 34.2'])
+    """
+    rows = candidates(num_pairs)
+    if len(rows) == 1 or config is None or not has_budget(config):
+        return rows[0], []
+    forecasts = []
+    for row in rows:
+        seconds = step_time(row) if step_time is not None and config.training.minutes else None
+        steps, _ = estimated_steps(config, row, seconds)
+        forecasts.append(Forecast(
+            row=row,
+            seconds_per_step=seconds or row.seconds_per_step,
+            measured=seconds is not None,
+            steps=steps,
+            bleu=row.expected_bleu(steps),
+        ))
+    best = max(forecasts, key=lambda forecast: forecast.bleu)  # the first of equals
+    return best.row, forecasts
+
+
+def recipe_row(num_pairs, config=None, step_time=None):
+    """The row of `RECIPE` for a corpus of `num_pairs` training pairs and the budget of
+    `config` (`choose_row`'s row).
+
+    Args:
+        num_pairs: int. The training pairs.
+        config: `TrainingConfig` or `None`. The budget; `None`: the first candidate.
+        step_time: as in `choose_row`. Defaults to `None`.
 
     Example:
 
@@ -253,12 +388,7 @@ def recipe_row(num_pairs, config=None):
     >>> recipe_row(31_000, hour).name
     'wide'
     """
-    return next(
-        row for row in RECIPE
-        if (row.max_pairs is None or num_pairs <= row.max_pairs)
-        and (not row.min_steps
-             or (config is not None and estimated_steps(config, row)[0] >= row.min_steps))
-    )
+    return choose_row(num_pairs, config, step_time)[0]
 
 
 def checkpoint_spacing(steps, keep, share=AVERAGED_SHARE):
@@ -278,11 +408,12 @@ def has_budget(config):
     return bool(config.training.minutes) or config.is_set("training.train_steps")
 
 
-def estimated_steps(config, row):
+def estimated_steps(config, row, seconds_per_step=None):
     """The steps the run's budget gives, and whether that is an estimate (a time budget).
 
-    A time budget's steps are an estimate: `TRAINING_SHARE` of the minutes at the row's
-    `seconds_per_step` (a quiet 2-core CPU), at most `training.train_steps`.
+    A time budget's steps are an estimate: `TRAINING_SHARE` of the minutes at
+    `seconds_per_step` (by default the row's: a quiet 2-core CPU's), at most
+    `training.train_steps`.
 
     Example:
 
@@ -293,7 +424,7 @@ def estimated_steps(config, row):
     train_steps, minutes = config.training.train_steps, config.training.minutes
     if not minutes:
         return train_steps, False
-    steps = int(minutes * 60 * TRAINING_SHARE / row.seconds_per_step)
+    steps = int(minutes * 60 * TRAINING_SHARE / (seconds_per_step or row.seconds_per_step))
     return (train_steps, False) if train_steps <= steps else (max(1, steps), True)
 
 
@@ -315,7 +446,7 @@ def alphas_tried(alphas, patience=2):
             f"{alphas[-1]:g} in turn, until {patience} in a row do worse than the best")
 
 
-def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
+def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None, step_time=None):
     """The config with every recipe setting it leaves unset taken from `RECIPE`, and the one
     line saying what was chosen and why (`None` when nothing was).
 
@@ -330,6 +461,13 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         num_validation: int or `None`. The validation pairs: the length penalty is tuned on
             them (`evaluation.alphas`) only if there are `MIN_TUNING_PAIRS` or more. Defaults
             to `None`: not counted, tuned.
+        step_time: callable `(row, config) -> seconds per step` or `None`. Times a step of
+            the model `config` (with `row`'s settings) gives (`training.speed`, which the
+            trainer passes):
+            asked, for a time budget and a model the config leaves to the recipe, once per
+            candidate row where several fit the corpus (`choose_row`); the chosen row's time
+            then sets the steps the warm-up and checkpoints are planned for. Defaults to
+            `None`: the rows' `seconds_per_step`.
 
     Returns:
         `(config, line)`.
@@ -344,9 +482,40 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
     """
     if not has_budget(config) or config.training.init_from:
         return config, None
-    row = recipe_row(num_pairs, config)
-    # `from_row`: a setting the row's measurements chose (the line names the row and its
-    # source only then: a config that names its own sizes gets no claim about them).
+    auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
+    probe = None
+    if step_time is not None and auto_model:
+        def probe(row):
+            changes = _row_changes(config, row, bfloat16_cpu, num_validation, None)[0]
+            return step_time(row, config.replace(**changes))
+    # The curves are the rows' models': a config naming its own model takes the first row's
+    # other settings.
+    row, forecasts = (choose_row(num_pairs, config, probe) if auto_model
+                      else (candidates(num_pairs)[0], []))
+    seconds = next((forecast.seconds_per_step for forecast in forecasts
+                    if forecast.row is row and forecast.measured), None)
+    changes, chosen, from_row = _row_changes(config, row, bfloat16_cpu, num_validation, seconds)
+    if not changes:
+        return config, None
+    budget = (f"training.minutes = {config.training.minutes:g}" if config.training.minutes
+              else f"training.train_steps = {config.training.train_steps:,}")
+    why = ""
+    if from_row:
+        why = f" (the {row.name} row: {row.source}"
+        if forecasts:
+            why += ("; the best forecast of " + "; ".join(forecast.text() for forecast in forecasts)
+                    + ", by the sweep's curves")
+        why += ")"
+    line = (f"recipe for {num_pairs:,} training pairs and {budget}{why}: "
+            + ", ".join(chosen) + "; set any of them to override")
+    return config.replace(**changes), line
+
+
+def _row_changes(config, row, bfloat16_cpu, num_validation, seconds_per_step):
+    """`(changes, chosen, from_row)`: the settings of `row` that `config` leaves unset, the
+    line's words for each, and whether any came from the row's measurements (the line names
+    the row and its source only then: a config that names its own sizes gets no claim about
+    them); `seconds_per_step` as in `estimated_steps`."""
     changes, chosen, from_row = {}, [], False
     auto_model = not any(config.is_set(f"model.{name}") for name in ARCHITECTURE)
     if auto_model:
@@ -368,13 +537,16 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         changes["data.tokens_per_batch"] = max(row.tokens_per_batch, config.data.max_length)
         from_row = True
         chosen.append(f"{changes['data.tokens_per_batch']:,}-token batches")
-    steps, estimated = estimated_steps(config, row)
+    steps, estimated = estimated_steps(config, row, seconds_per_step)
     if not config.is_set("optimizer.warmup_steps"):
         warmup = max(1, min(row.warmup_steps, int(steps * WARMUP_SHARE)))
         changes["optimizer.warmup_steps"] = warmup
         from_row = True
         if warmup == row.warmup_steps:
             why = "the row's most"
+        elif estimated and seconds_per_step:
+            why = (f"{WARMUP_SHARE:.0%} of ~{steps:,} steps, estimated at the "
+                   f"{seconds_per_step:.2f} s per step measured here")
         elif estimated:
             why = (f"{WARMUP_SHARE:.0%} of ~{steps:,} steps, estimated at "
                    f"{row.seconds_per_step:g} s per step on a quiet 2-core CPU")
@@ -408,11 +580,4 @@ def resolve_recipe(config, num_pairs, bfloat16_cpu=False, num_validation=None):
         else:
             chosen.append(f"the length penalty untuned ({num_validation:,} validation pairs, "
                           f"fewer than the {MIN_TUNING_PAIRS} it is tuned on)")
-    if not changes:
-        return config, None
-    budget = (f"training.minutes = {config.training.minutes:g}" if config.training.minutes
-              else f"training.train_steps = {config.training.train_steps:,}")
-    why = f" (the {row.name} row: {row.source})" if from_row else ""
-    line = (f"recipe for {num_pairs:,} training pairs and {budget}{why}: "
-            + ", ".join(chosen) + "; set any of them to override")
-    return config.replace(**changes), line
+    return changes, chosen, from_row

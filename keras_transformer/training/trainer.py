@@ -50,7 +50,7 @@ from keras_transformer.files import (
 )
 from keras_transformer.optimizers import decay_end
 from keras_transformer.saving.weights import check_sha256
-from keras_transformer.training import fine_tune
+from keras_transformer.training import fine_tune, speed
 from keras_transformer.training.accumulation import per_update
 from keras_transformer.training.averaging import average_last_checkpoints
 from keras_transformer.training.backup import ResumableBackupAndRestore
@@ -187,18 +187,28 @@ def prepare_run(config, verbose="auto"):
     streaming = splits.info.get("streaming", False)
     spacing_unset = not (config.is_set("training.checkpoint_every")
                          or config.is_set("training.average_checkpoints"))
+    # One process and one replica time the candidate rows here (`training.speed`); a run
+    # that resumes takes the times its first start recorded, so it chooses the same row.
+    probe = (speed.RowProbe(speed.recorded_step_times(paths.config), report)
+             if context.num_processes == 1 and context.num_replicas == 1 else None)
     config, recipe_line = resolve_recipe(
         config,
         splits.info["num_train"] if streaming else len(splits.train),
         bfloat16_cpu=context.num_replicas == 1 and bfloat16_trains_faster(),
         num_validation=len(splits.validation),
+        step_time=probe,
     )
+    if probe is not None and probe.probed:
+        speed.reseed(config.training.seed)  # the run's weights as without the probe
     if context.is_chief:
         for directory in (paths.output_dir, paths.checkpoints, paths.backup):
             remove_temporaries(directory)  # what a killed writer left
         if os.path.exists(paths.legacy_config):  # a run started before 0.2.0
             os.replace(paths.legacy_config, paths.config)
-        write_json(paths.config, config.to_dict())
+        record = config.to_dict()
+        if probe is not None and probe.times:
+            record[speed.RECORD_KEY] = {"line": recipe_line, "step_times": probe.times}
+        write_json(paths.config, record)
     report(f"keras-transformer train: backend {keras.backend.backend()}, strategy "
            f"{context.strategy} ({context.num_replicas} replica(s), {context.num_processes} "
            f"process(es)), output {paths.output_dir}")

@@ -53,6 +53,7 @@ from keras_transformer.training.config.training import (
     TrainingSection,
 )
 from keras_transformer.training.config.training_config import (
+    RECORD_KEYS,
     SECTIONS,
     TrainingConfig,
     warmup_note,
@@ -73,6 +74,7 @@ __all__ = [
     "MODEL_ARGUMENTS_SET_ELSEWHERE",
     "ModelConfig",
     "OptimizerConfig",
+    "RECORD_KEYS",
     "SECTIONS",
     "STRATEGIES",
     "TOKENIZERS",

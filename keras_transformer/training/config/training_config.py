@@ -26,6 +26,10 @@ SECTIONS = {
     "export": ExportConfig,
     "distribution": DistributionConfig,
 }
+# What a run records in `train_config.json` beside its settings, and a config read back from
+# that file ignores: "recipe", the recipe's line and the step times it measured
+# (`training.speed`).
+RECORD_KEYS = ("recipe",)
 
 
 @dataclasses.dataclass
@@ -83,6 +87,8 @@ class TrainingConfig:
         if not isinstance(values, dict):
             raise ConfigError(f"A config must be a table of sections. Received: {values!r}")
         values = dict(values)
+        for key in RECORD_KEYS:  # what a run recorded beside its settings
+            values.pop(key, None)
         sections, named = {}, set()
         for name, section_class in SECTIONS.items():
             section_values = values.pop(name, None) or {}
