@@ -30,8 +30,21 @@ sees the corpus many times; 1,500 steps of 4,096 tokens is about 5 epochs of the
 60-minute `make bible` on a 200 GFLOP/s machine 40-60. The `--steps` of the long trials is
 the caller's.
 
+`--forecast`: "the best row for N steps" and "the row each machine class gets" (issue 56).
+The rows' curves (`RecipeRow.bleu_by_steps`, validation BLEU every 500 steps of a 60-minute
+`make bible`) give each row's BLEU after N steps for N from 1,500 to 20,000 (equal steps: a
+step budget); `--probe` first times each candidate row's training step on this machine in
+the ways a machine class trains (`training.speed.measure_step_time`, in a child process
+pinned to 1 or 2 cores with `taskset`: one core in float32 with XLA stands in for a 2-core
+AVX2 machine at ~150 GFLOP/s, whose wide-row step took 1.35 s against 1.10 s here), appending
+rows to `benchmarks/results/recipe_step_times.jsonl`; the table then forecasts, for each
+recorded machine class and budget, the steps each row gets and the row the recipe chooses,
+into `recipe_forecast.md`.
+
 Usage:
 
+    python benchmarks/recipe_sweep.py --forecast --probe   # time the rows here, then the table
+    python benchmarks/recipe_sweep.py --forecast           # the table from the recorded times
     python benchmarks/recipe_sweep.py --list
     python benchmarks/recipe_sweep.py --steps 1500                   # every trial
     python benchmarks/recipe_sweep.py --steps 1500 --trials base lr2  # some
@@ -277,6 +290,116 @@ def write_table(rows, path):
     return table
 
 
+# How a machine class trains, emulated here: (name, cores, precision settings).
+CLASSES = (
+    ("1 core, float32 with XLA (stands in for 2 AVX2 cores)", 1,
+     {"training.mixed_precision": "none", "training.jit_compile": True}),
+    ("1 core, mixed bfloat16 without XLA", 1,
+     {"training.mixed_precision": "bf16", "training.jit_compile": False}),
+    ("2 cores, float32 with XLA", 2,
+     {"training.mixed_precision": "none", "training.jit_compile": True}),
+    ("2 cores, mixed bfloat16 without XLA", 2,
+     {"training.mixed_precision": "bf16", "training.jit_compile": False}),
+)
+# The step counts of the "best row for N steps" table.
+FORECAST_STEPS = (1_500, 2_500, 4_000, 6_000, 8_000, 12_000, 20_000)
+FORECAST_MINUTES = (30, 60)
+PROBE_SCRIPT = """
+import json, sys
+from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.recipe import RECIPE, _row_changes
+from keras_transformer.training.speed import measure_step_time
+settings = json.loads(sys.argv[1])
+for row in RECIPE:
+    if row.name in settings["rows"]:
+        base = TrainingConfig().replace(**{"training.minutes": 60})
+        config = base.replace(**_row_changes(base, row, False, None, None)[0]).replace(
+            **settings["precision"])
+        time = measure_step_time(config, row.vocabulary_size, steps=5)
+        print(json.dumps({"row": row.name, "seconds": time.seconds,
+                          "cpu_seconds": time.cpu_seconds}), flush=True)
+"""
+
+
+def probe_classes(path):
+    """Times the candidate rows of the Bible (29,077 pairs) in each of `CLASSES` here, one
+    child process per class, and appends a row per (class, row) to `path`."""
+    from keras_transformer.training import recipe
+
+    names = [row.name for row in recipe.candidates(29_077)]
+    for name, cores, precision in CLASSES:
+        gflops = matmul_gflops()
+        command = ["taskset", "-c", ",".join(str(core) for core in range(cores)), sys.executable,
+                   "-c", PROBE_SCRIPT, json.dumps({"rows": names, "precision": precision})]
+        environment = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+        output = subprocess.run(command, env=environment, capture_output=True, text=True,
+                                check=True, cwd=REPO).stdout
+        for line in output.splitlines():
+            if line.startswith("{"):
+                timed = json.loads(line)
+                row = {"date": time.strftime("%Y-%m-%d %H:%M"), "class": name, "cores": cores,
+                       **timed, "matmul_gflops_2_cores": round(gflops), "cpu": cpu_name()}
+                print(row, flush=True)
+                with open(path, "a", encoding="utf-8") as file:
+                    file.write(json.dumps(row) + "\n")
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            return next(line.split(":", 1)[1].strip() for line in file
+                        if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return ""
+
+
+def write_forecast(times_path, table_path):
+    """The "best row for N steps" table and each recorded machine class's choice."""
+    from keras_transformer.training import recipe
+    from keras_transformer.training.config import TrainingConfig
+
+    rows = recipe.candidates(29_077)
+    last = " and ".join(f"{row.name} {row.bleu_by_steps[-1][0]:,}" for row in rows)
+    lines = ["Validation BLEU (100 verses, alpha 0.6) after N steps, by the rows' curves "
+             f"(`RecipeRow.bleu_by_steps`; flat after each one's last point: {last} steps, "
+             "so past them a longer budget is not measured and a bigger model may do better):",
+             "",
+             "| steps | " + " | ".join(row.name for row in rows) + " | best at equal steps |",
+             "| ---: |" + " ---: |" * len(rows) + " --- |"]
+    for steps in FORECAST_STEPS:
+        bleu = [row.expected_bleu(steps) for row in rows]
+        best = rows[bleu.index(max(bleu))].name
+        lines.append(f"| {steps:,} | " + " | ".join(f"{value:.1f}" for value in bleu)
+                     + f" | {best} |")
+    measured = read_rows(times_path)
+    latest = {}
+    for row in measured:  # the last time of each (class, row, cpu)
+        latest[(row["cpu"], row["class"], row["row"])] = row
+    classes = sorted({(key[0], key[1]) for key in latest})
+    lines += ["", "Each machine class's forecast (step times measured by `--probe`; 80 % of "
+              "the minutes train):", "",
+              "| CPU | class | minutes | " + " | ".join(
+                  f"{row.name}: s/step, steps, BLEU" for row in rows) + " | chosen |",
+              "| --- | --- | ---: |" + " --- |" * len(rows) + " --- |"]
+    for cpu, name in classes:
+        for minutes in FORECAST_MINUTES:
+            config = TrainingConfig().replace(**{"training.minutes": minutes})
+            seconds = {row.name: latest[(cpu, name, row.name)]["seconds"] for row in rows
+                       if (cpu, name, row.name) in latest}
+            if len(seconds) < len(rows):
+                continue
+            chosen, forecasts = recipe.choose_row(
+                29_077, config, lambda row, seconds=seconds: seconds[row.name])
+            cells = [f"{forecast.seconds_per_step:.2f}, {forecast.steps:,}, {forecast.bleu:.1f}"
+                     for forecast in forecasts]
+            lines.append(f"| {cpu} | {name} | {minutes} | " + " | ".join(cells)
+                         + f" | {chosen.name} |")
+    table = "\n".join(lines) + "\n"
+    with open(table_path, "w", encoding="utf-8") as file:
+        file.write(table)
+    return table
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=("bible", "tsv700"), default="bible")
@@ -290,7 +413,17 @@ def main():
     parser.add_argument("--again", action="store_true", help="rerun trials already recorded")
     parser.add_argument("--list", action="store_true", help="print the trials and stop")
     parser.add_argument("--table", action="store_true", help="rewrite the table and stop")
+    parser.add_argument("--forecast", action="store_true",
+                        help="the best row for N steps and per machine class, then stop")
+    parser.add_argument("--probe", action="store_true",
+                        help="with --forecast: time the rows here first (about 4 minutes)")
     arguments = parser.parse_args()
+    if arguments.forecast:
+        times_path = os.path.join(RESULTS, "recipe_step_times.jsonl")
+        if arguments.probe:
+            probe_classes(times_path)
+        print(write_forecast(times_path, os.path.join(RESULTS, "recipe_forecast.md")))
+        return
     if arguments.list:
         for name, (settings, factor, about) in TRIALS.items():
             print(f"{name:16} x{factor:<4} {about}  {settings}")
