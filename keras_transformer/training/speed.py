@@ -17,6 +17,7 @@ afterwards, so that a run's weights do not depend on whether it probed.
 """
 
 import dataclasses
+import math
 import resource
 import statistics
 import time
@@ -162,8 +163,13 @@ def recorded_step_times(path):
     if not isinstance(times, dict):
         return {}
     return {name: time for name, time in times.items()
-            if isinstance(time, dict) and isinstance(time.get("seconds"), (int, float))
-            and time["seconds"] > 0}
+            if isinstance(time, dict) and _plausible_seconds(time.get("seconds"))}
+
+
+def _plausible_seconds(value):
+    """A step time a run could have recorded: a finite number of seconds in (0, 1 hour]."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0 < value <= 3600)
 
 
 def reseed(seed):

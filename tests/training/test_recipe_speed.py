@@ -100,6 +100,10 @@ def test_recorded_step_times_reads_what_a_run_wrote(tmp_path):
     path.write_text(json.dumps({"recipe": {"step_times": {"small": good, "wide": {"seconds": -1},
                                                           "odd": "x"}}}))
     assert speed.recorded_step_times(path) == {"small": good}
+    # What a run could not have recorded: no time, not a number, infinite, over an hour.
+    for seconds in ("0.5", True, float("inf"), float("nan"), 1e9, None):
+        path.write_text(json.dumps({"recipe": {"step_times": {"small": {"seconds": seconds}}}}))
+        assert speed.recorded_step_times(path) == {}, seconds
     for text in ("[]", "{\"recipe\": 3}", "{\"recipe\": {\"step_times\": []}}", "not json"):
         path.write_text(text)
         assert speed.recorded_step_times(path) == {}
