@@ -63,6 +63,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from input_pipeline import matmul_gflops  # noqa: E402  (NumPy's fp32 1024^3 rate)
+from train_throughput import cpu_model  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results")
@@ -344,19 +345,10 @@ def probe_classes(path):
             if line.startswith("{"):
                 timed = json.loads(line)
                 row = {"date": time.strftime("%Y-%m-%d %H:%M"), "class": name, "cores": cores,
-                       **timed, "matmul_gflops_2_cores": round(gflops), "cpu": cpu_name()}
+                       **timed, "matmul_gflops_2_cores": round(gflops), "cpu": cpu_model()}
                 print(row, flush=True)
                 with open(path, "a", encoding="utf-8") as file:
                     file.write(json.dumps(row) + "\n")
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            return next(line.split(":", 1)[1].strip() for line in file
-                        if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return ""
 
 
 def write_forecast(times_path, table_path):

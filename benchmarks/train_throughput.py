@@ -462,17 +462,20 @@ def run_variant(variant, contenders, args, log_dir):
     return list(results.values())
 
 
-def machine_description():
-    cpu = "unknown CPU"
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo ("unknown CPU" where it does not say)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def machine_description():
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.platform()}"
+    return f"{cpu_model()}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.platform()}"
 
 
 def versions():
