@@ -25,6 +25,7 @@ The paper (§6.1) sets the maximum output length to the input length + 50; here 
 (padded) source length + `extra_length` new tokens.
 """
 
+import functools
 import threading
 
 import keras
@@ -32,7 +33,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import _backend
-from keras_transformer._checks import check_alpha, check_positive_int
+from keras_transformer._checks import check_alpha, check_int, check_positive_int
 
 # The 0.2.0 path of the bucketing rules, kept for one release: `keras_transformer.buckets`.
 from keras_transformer.buckets import bucket_length, padded_batch_size  # noqa: F401
@@ -40,8 +41,10 @@ from keras_transformer.decoding import (
     BeamCache,
     Sampling,
     beam_search,
+    check_patience,
     check_sampling,
     greedy_search,
+    select_rows,
 )
 from keras_transformer.layers.token_ids import check_token_ids
 
@@ -59,6 +62,8 @@ def generate(
     prefix=None,
     sampling=None,
     seed=None,
+    patience=None,
+    shrink_by=4,
 ):
     """Encodes `encoder_inputs` and searches for their translations (not compiled).
 
@@ -84,6 +89,11 @@ def generate(
             `-1` after it (`decoding.greedy_search`). Defaults to `None`.
         sampling: optional `decoding.Sampling` (greedy search only). Defaults to `None`.
         seed: the seed of `sampling` (`decoding.greedy_search`). Defaults to `None`.
+        patience: optional number `> 0`: beam search stops a row once `round(patience *
+            beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
+            the exact stop.
+        shrink_by: int `>= 2` or `None`: beam search's batch shrinks as it finishes
+            (`decoding.beam_search`). Defaults to `4`.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -123,6 +133,9 @@ def generate(
         pad_id=pad_id,
         max_lengths=max_lengths,
         prefix=prefix,
+        patience=patience,
+        select_sources=functools.partial(select_sources, beam_size=beam_size),
+        shrink_by=shrink_by,
     )
 
 
@@ -161,7 +174,7 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1, by_he
     cross = [layer["cross"] for layer in layers]
     own = [layer["self"] for layer in layers]
 
-    def step(tokens, cache, index, mask=None):
+    def step(tokens, cache, index, mask=None, cross=cross, padding_mask=padding_mask):
         layers = [
             {"self": mine, "cross": shared} for mine, shared in zip(cache, cross, strict=True)
         ]
@@ -186,12 +199,49 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1, by_he
             ops.equal(history[:, None, :], slot_ids), (positions <= index)[None, None, :]
         )  # (rows, beam, max_new_tokens)
         mask = ops.reshape(mask, (rows, 1, beam_size * max_new_tokens))
-        logits, own = step(tokens, cache.slots, index, mask)
-        return logits, BeamCache(history, own)
+        cross, padding_mask = cache.sources
+        logits, own = step(tokens, cache.slots, index, mask, cross, padding_mask)
+        return logits, cache._replace(hypotheses=history, slots=own)
 
     rows = ops.shape(encoder_inputs)[0]
     history = ops.zeros((rows, max_new_tokens), "int32")  # repeated per beam by the search
-    return next_logits, BeamCache(history, own)  # `own`: beam_size rows per source already
+    # `own`: beam_size rows per source already; the cross-attention caches and the padding
+    # mask in `sources`, so that a shrinking search selects them (`select_sources`).
+    return next_logits, BeamCache(history, own, (cross, padding_mask))
+
+
+def select_sources(cache, sources, beam_size):
+    """`decoding.beam_search`'s `select_sources` for `cached_next_logits`' `BeamCache`: the
+    cache of the batch elements `sources` (int32 `(k,)`), in either layout.
+
+    The decoding layout (`by_head`) keeps the batch on axis 1 of its `*_by_head` keys and
+    values (heads first) and a static `group` of no batch; every other leaf has it on axis 0,
+    one row per hypothesis in `slots` (batch-major layout), one per source elsewhere.
+    """
+
+    def select(tree, per_hypothesis):
+        if isinstance(tree, dict):
+            # `group` (static, all zeros) is made anew: TensorFlow's XLA bridge failed on one
+            # constant carried by three loops ("Cannot find body function ..._const_0").
+            return {
+                name: ops.zeros(ops.shape(value), "int32")
+                if name == "group"
+                else ops.take(value, sources, axis=1)
+                if name.endswith("_by_head")
+                else select(value, per_hypothesis)
+                for name, value in tree.items()
+            }
+        if isinstance(tree, (list, tuple)):
+            return type(tree)(select(value, per_hypothesis) for value in tree)
+        if per_hypothesis:
+            return select_rows(tree, sources, beam_size)
+        return ops.take(tree, sources, axis=0)
+
+    return BeamCache(
+        hypotheses=select_rows(cache.hypotheses, sources, beam_size),
+        slots=select(cache.slots, per_hypothesis=True),
+        sources=select(cache.sources, per_hypothesis=False),
+    )
 
 
 def generate_uncached_greedy(
@@ -325,6 +375,11 @@ class Generator:
         extra_length: int. With `max_new_tokens=None`, generate at most `source_length +
             extra_length` tokens (paper §6.1: input length + 50). Defaults to `50`.
         jit_compile: bool. Compile (TensorFlow, JAX). `False` runs eagerly. Defaults to `True`.
+        shrink_by: int `>= 2` or `None`. Beam search goes on with a batch this many times
+            smaller once at most that share of its rows are still searching
+            (`decoding.beam_search`'s `shrink_by`): the results are the same, and a batch
+            no longer pays full steps for its one long output. `None`: the whole batch to the
+            end. Defaults to `4`.
 
     Call arguments:
         encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding, ids
@@ -340,6 +395,9 @@ class Generator:
             `max_new_tokens=max_lengths[row]`, so sources of different lengths can share a
             batch (and a compiled shape) and still keep their own maximum output length.
             Defaults to `None`: `max_new_tokens` for every row.
+        patience: optional number `> 0`: beam search stops a row once `round(patience *
+            beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
+            the exact stop.
 
     Returns:
         `(sequences, scores)` NumPy arrays, as from `generate`: `(batch, beam_size,
@@ -359,8 +417,12 @@ class Generator:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 6.1.
     """
 
-    def __init__(self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True):
+    def __init__(
+        self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True, shrink_by=4
+    ):
         check_positive_int("extra_length", extra_length)
+        if shrink_by is not None:
+            check_int("shrink_by", shrink_by, minimum=2)
         for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
             check_token_ids(value, model.target_vocabulary_size, name)
         self.model = model
@@ -369,6 +431,7 @@ class Generator:
         self.pad_id = int(pad_id)
         self.extra_length = extra_length
         self.jit_compile = bool(jit_compile)
+        self.shrink_by = shrink_by
         self.trace_count = 0
         self._functions = {}
         # The vehicle of sampling's `keras.random` draws: its state is an input of the
@@ -388,9 +451,18 @@ class Generator:
         prefix=None,
         sampling=None,
         seed=0,
+        patience=None,
     ):
         return self._run(
-            encoder_inputs, max_new_tokens, beam_size, alpha, max_lengths, prefix, sampling, seed
+            encoder_inputs,
+            max_new_tokens,
+            beam_size,
+            alpha,
+            max_lengths,
+            prefix,
+            sampling,
+            seed,
+            patience,
         )
 
     def uncached_greedy(self, encoder_inputs, max_new_tokens=None, max_lengths=None):
@@ -400,12 +472,17 @@ class Generator:
         """
         return self._run(encoder_inputs, max_new_tokens, None, 0.0, max_lengths)
 
-    def function(self, max_new_tokens, beam_size=4, alpha=0.6, prefix=False, sampling=None):
+    def function(
+        self, max_new_tokens, beam_size=4, alpha=0.6, prefix=False, sampling=None, patience=None
+    ):
         """The compiled `(encoder_inputs, max_lengths[, prefix][, seed]) -> (sequences,
         scores)` function for these options (`max_lengths`: int32 `(batch,)`, each in
         `1 .. max_new_tokens`; with `prefix=True`, `prefix` int32 `(batch, prefix_length)`,
         `-1` after each row's prefix; with `sampling`, `seed` the `(2,)` seed state,
         `seed_state(seed)`).
+
+        `patience` (beam search's stop, `decoding.beam_search`) is part of the compiled
+        search: one compilation per value.
 
         The values of `sampling` are inputs of the compiled search, not part of it: every
         temperature shares one compilation, and every top-k/top-p cut another (at most two
@@ -420,8 +497,9 @@ class Generator:
         if sampling is not None and beam_size != 1:
             raise ValueError(f"Sampling needs `beam_size=1`. Received: beam_size={beam_size}")
         alpha = 0.0 if beam_size == 1 else alpha
+        patience = check_patience(patience) if beam_size > 1 else None
         mode = self._sampling_mode(sampling)
-        function = self._function(max_new_tokens, beam_size, alpha, bool(prefix), mode)
+        function = self._function(max_new_tokens, beam_size, alpha, bool(prefix), mode, patience)
         if sampling is None:
             return function
         vocabulary_size = self.model.target_vocabulary_size
@@ -485,6 +563,7 @@ class Generator:
         prefix=None,
         sampling=None,
         seed=0,
+        patience=None,
     ):
         if len(encoder_inputs.shape) != 2:
             raise ValueError(
@@ -510,9 +589,11 @@ class Generator:
             check_token_ids(np.maximum(prefix, 0), self.model.target_vocabulary_size, "prefix")
             extras.append(prefix.astype("int32"))
         if beam_size is None:  # The uncached reference.
-            function = self._function(max_new_tokens, None, 0.0, False, None)
+            function = self._function(max_new_tokens, None, 0.0, False, None, None)
         else:
-            function = self.function(max_new_tokens, beam_size, alpha, prefix is not None, sampling)
+            function = self.function(
+                max_new_tokens, beam_size, alpha, prefix is not None, sampling, patience
+            )
         if sampling is not None:
             extras.append(self.seed_state(seed))
         # Here, eagerly: inside the compiled search the values cannot be checked.
@@ -529,15 +610,15 @@ class Generator:
         cut = 0 < sampling.top_k < vocabulary_size or sampling.top_p < 1.0
         return "cut" if cut else "temperature"
 
-    def _function(self, max_new_tokens, beam_size, alpha, prefix, sampling):
+    def _function(self, max_new_tokens, beam_size, alpha, prefix, sampling, patience):
         check_positive_int("max_new_tokens", max_new_tokens)
-        key = (int(max_new_tokens), beam_size, float(alpha), prefix, sampling)
+        key = (int(max_new_tokens), beam_size, float(alpha), prefix, sampling, patience)
         with self._lock:
             if key not in self._functions:
                 self._functions[key] = self._compile(*key)
             return self._functions[key]
 
-    def _compile(self, max_new_tokens, beam_size, alpha, prefix, sampling):
+    def _compile(self, max_new_tokens, beam_size, alpha, prefix, sampling, patience):
         model = self.model
         ids = dict(start_id=self.start_id, end_id=self.end_id, pad_id=self.pad_id)
         generator = self._seed_generator
@@ -573,6 +654,8 @@ class Generator:
                 prefix=prefix_ids,
                 sampling=values,
                 seed=seed,
+                patience=patience,
+                shrink_by=self.shrink_by,
             )
 
         def count_trace():

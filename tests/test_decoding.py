@@ -7,13 +7,14 @@ re-scoring of every returned hypothesis.
 """
 
 import contextlib
+import functools
 
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.decoding import beam_search, greedy_search, length_penalty
+from keras_transformer.decoding import beam_search, greedy_search, length_penalty, select_rows
 
 PAD, END, START, A, B, C, D, E = range(8)
 VOCAB_SIZE = 8
@@ -490,16 +491,19 @@ def test_beam_size_one_is_greedy():
     np.testing.assert_array_equal(beam[1][:, 0], greedy[1])
 
 
-def reference_beam_search(stub, memory_row, start, max_new_tokens, beam_size, alpha):
+def reference_beam_search(stub, memory_row, start, max_new_tokens, beam_size, alpha, patience=None):
     """Plain-Python beam search over the NumPy version of the stub, one example at a time.
 
     Same rules as `beam_search`: keep the 2 * beam_size best extensions; the ones among the
     best beam_size that end are finished; the best beam_size others stay alive; stop early
-    once beam_size hypotheses finished and no alive one can beat the worst of them; alive
-    hypotheses left at the end compete with the finished ones.
+    once beam_size hypotheses finished and no alive one can beat the worst of them (with
+    `patience`: once `round(patience * beam_size)` hypotheses ended, returning the best
+    finished ones only, as CTranslate2 does); alive hypotheses left at the end compete with
+    the finished ones.
     """
     alive = [(0.0, [], np.zeros(stub.hidden_dim))]  # (log_prob, tokens, state)
     finished = []  # (score, tokens)
+    ended = 0
     for step in range(max_new_tokens):
         candidates = []
         for total, tokens, state in alive:
@@ -512,8 +516,14 @@ def reference_beam_search(stub, memory_row, start, max_new_tokens, beam_size, al
         for total, tokens, _ in candidates[:beam_size]:
             if tokens[-1] == END:
                 finished.append((total / penalty(step + 1, alpha), tokens))
+                ended += 1
         finished = sorted(finished, key=lambda hypothesis: -hypothesis[0])[:beam_size]
         alive = [candidate for candidate in candidates if candidate[1][-1] != END][:beam_size]
+        if patience is not None:
+            if ended >= max(1, round(patience * beam_size)):
+                alive = []
+                break
+            continue
         best_possible = alive[0][0] / penalty(max_new_tokens, alpha)
         if len(finished) == beam_size and finished[-1][0] >= best_possible:
             break
@@ -580,6 +590,108 @@ def test_each_row_keeps_its_own_max_length(beam_size):
             np.testing.assert_array_equal(sequences[row, :, :limit], expected)
             np.testing.assert_allclose(scores[row], expected_scores, rtol=1e-4)
     assert cut >= 2  # Some best hypotheses were cut at their own limit, below max_new_tokens.
+
+
+@pytest.mark.parametrize("patience", [1, 1.5, 2])
+def test_patience_stops_as_ctranslate2_does(patience):
+    # With `patience`, an example stops once round(patience * beam_size) hypotheses ended
+    # and returns the best of them: each example of the batch gets exactly the plain-Python
+    # search of that rule, alone, whatever its neighbours do (a done example is frozen).
+    stub = RandomRecurrentStub(seed=5, end_bias=0.5)
+    memory = stub.memory(8, seed=9)
+    max_new_tokens = 9
+    sequences, scores = to_numpy(
+        *beam_search(
+            stub,
+            stub.initial_cache(memory),
+            starts(*([START] * 8)),
+            max_new_tokens=max_new_tokens,
+            end_id=END,
+            beam_size=4,
+            alpha=0.6,
+            patience=patience,
+        )
+    )
+    stopped_early = 0
+    for example in range(8):
+        expected, expected_scores = reference_beam_search(
+            stub, memory[example], START, max_new_tokens, 4, 0.6, patience=patience
+        )
+        np.testing.assert_array_equal(sequences[example], expected)
+        np.testing.assert_allclose(scores[example], expected_scores, rtol=1e-4)
+        exact, _ = reference_beam_search(stub, memory[example], START, max_new_tokens, 4, 0.6)
+        stopped_early += int(not np.array_equal(exact, expected))
+    assert stopped_early >= 1  # The rule changed some results: the test can tell them apart.
+
+
+@pytest.mark.parametrize("patience", [None, 2])
+@pytest.mark.parametrize("shrink_by", [2, 4])
+def test_a_shrinking_batch_finds_what_the_whole_batch_finds(patience, shrink_by):
+    # Once at most 1/shrink_by of its examples are still searching, the batch goes on with
+    # those only: every example still gets its result, sequences and scores, as in the
+    # whole batch to the end, with its own most tokens and its own target prefix.
+    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
+    batch_size, max_new_tokens = 13, 10
+    memory = stub.memory(batch_size, seed=4)
+    limits = ops.array([1, 10, 3, 9, 5, 2, 7, 10, 4, 6, 8, 10, 2], "int32")
+    prefix = np.full((batch_size, 2), -1, "int32")
+    prefix[3] = [A, B]
+    prefix[7, 0] = C
+    found = []
+    for shrinking in (False, True):
+        found.append(
+            to_numpy(
+                *beam_search(
+                    stub,
+                    stub.initial_cache(memory),
+                    starts(*([START] * batch_size)),
+                    max_new_tokens=max_new_tokens,
+                    end_id=END,
+                    beam_size=4,
+                    alpha=0.6,
+                    max_lengths=limits,
+                    prefix=ops.array(prefix),
+                    patience=patience,
+                    select_sources=functools.partial(select_rows, beam_size=4)
+                    if shrinking
+                    else None,
+                    shrink_by=shrink_by,
+                )
+            )
+        )
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
+    assert (found[0][0][3, 0, :2] == [A, B]).all() and found[0][0][7, 0, 0] == C
+    assert len({tuple(row) for row in found[0][0][:, 0]}) > batch_size // 2
+
+
+def test_a_shrinking_batch_takes_fewer_rows_per_step():
+    # The point of shrinking: steps after most examples are done run on a smaller batch.
+    # The stub records the rows of every call: one long example among short ones.
+    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
+    rows = []
+
+    def counting(tokens, cache, index):
+        rows.append(int(ops.shape(tokens)[0]))
+        return stub(tokens, cache, index)
+
+    limits = ops.array([2] * 15 + [12], "int32")
+    beam_search(
+        counting,
+        stub.initial_cache(stub.memory(16, seed=1)),
+        starts(*([START] * 16)),
+        max_new_tokens=12,
+        end_id=END,
+        beam_size=2,
+        max_lengths=limits,
+        select_sources=functools.partial(select_rows, beam_size=2),
+        shrink_by=4,
+    )
+    if BACKEND == "jax":  # A traced loop: one call per loop (16, 4, then 1 example).
+        assert rows == [32, 8, 2]
+    else:  # Eager loops, one call per step: 2 steps of 16 examples, then the long one alone
+        # (at most 1 still searching: the batch of 4 is skipped).
+        assert rows == [32, 32, *[2] * 10]
 
 
 def test_beam_of_four_usually_beats_greedy():
@@ -728,6 +840,12 @@ def test_traces_once_under_jax_jit():
         (beam_search, {"beam_size": 0}, "beam_size=0"),
         (beam_search, {"alpha": -0.1}, "alpha=-0.1"),
         (beam_search, {"pad_id": -2}, "pad_id=-2"),
+        (beam_search, {"patience": 0}, "patience=0"),
+        (beam_search, {"patience": -1.5}, "patience=-1.5"),
+        (beam_search, {"patience": True}, "patience=True"),
+        (beam_search, {"patience": "2"}, "patience='2'"),
+        (beam_search, {"patience": float("inf")}, "patience=inf"),
+        (beam_search, {"shrink_by": 1}, "shrink_by=1"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(search, arguments, message):

@@ -156,6 +156,33 @@ def test_beam_search_reading_ancestors_in_place_equals_reordering_the_cache(
     assert len(np.unique(found[0][0].reshape(-1, max_new_tokens), axis=0)) > len(inputs)
 
 
+@pytest.mark.parametrize("patience", [None, 2])
+def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(patience):
+    # `Generator(shrink_by=...)`: compiled (XLA on TensorFlow, jax.jit), the batch goes on
+    # smaller once most of its rows are done (the encoder's keys, values and padding mask
+    # selected with them); every row's hypotheses and scores are the whole batch's.
+    keras.utils.set_random_seed(11)
+    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, dropout=0.0)
+    embeddings = model.target_embedding.embeddings
+    table = keras.ops.convert_to_numpy(embeddings)
+    table[END_ID] *= 3.0  # An untrained model that ends some of its hypotheses.
+    embeddings.assign(table)
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(3, COPY_VOCAB_SIZE, size=(16, 6)).astype("int32")
+    inputs[::3, 4:] = 0
+    limits = rng.integers(1, 11, size=16).astype("int32")
+    found = [
+        Generator(model, START_ID, END_ID, extra_length=4, shrink_by=shrink_by)(
+            inputs, beam_size=4, max_lengths=limits, patience=patience
+        )
+        for shrink_by in (None, 2)
+    ]
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-5, atol=1e-5)
+    ended = (found[0][0][:, 0] == END_ID).any(axis=-1)
+    assert 0 < ended.sum() < len(inputs)  # Some rows end, some run to their limit.
+
+
 @pytest.mark.slow
 def test_beam_size_one_equals_greedy(copy_model, copy_generator, copy_test_inputs):
     # `beam_size=1` asks for greedy search; the beam search algorithm with one beam (and no

@@ -148,6 +148,8 @@ def test_non_string_inputs_raise_value_error(translator):
         ({"concurrent_batches": 0}, "concurrent_batches=0"),
         ({"concurrent_batches": 1.5}, "concurrent_batches=1.5"),
         ({"bucket_boundaries": [16, 8]}, r"bucket_boundaries=\[16, 8\]"),
+        ({"patience": 0}, "patience=0"),
+        ({"patience": "2"}, "patience='2'"),
     ],
 )
 def test_translator_bad_arguments_are_named(tokenizer, kwargs, message):
@@ -191,6 +193,32 @@ def test_config_round_trip(tokenizer):
     config = translator.get_config()
     clone = Translator.from_config(config)
     assert clone.get_config() == config
+    assert config["patience"] == 2  # CTranslate2's stop, the CTranslate2 engine's setting
+    exact = Translator.from_config({**config, "patience": None})
+    assert exact.patience is None and exact.get_config()["patience"] is None
+    # A configuration written before `patience` existed loads with the default.
+    assert (
+        Translator.from_config({k: v for k, v in config.items() if k != "patience"}).patience == 2
+    )
+
+
+def test_patience_reaches_the_search(tokenizer, monkeypatch):
+    # The translator's patience is the search's; an n-best list searches with at least
+    # `N_BEST_PATIENCE`, the exact stop (`None`) stays exact.
+    from keras_transformer.generation import Generator
+
+    seen = []
+    search = Generator.__call__
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs["patience"])
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(Generator, "__call__", recording)
+    for patience, num_hypotheses, expected in ((2, None, 2), (2, 3, 4), (None, 3, None), (6, 2, 6)):
+        translator = make_translator(tokenizer, patience=patience)
+        translator.translate(SENTENCES[:1], num_hypotheses=num_hypotheses)
+        assert seen[-1] == expected
 
 
 @pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")

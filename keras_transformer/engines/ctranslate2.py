@@ -1,9 +1,9 @@
 """`CTranslate2Translator`: our tokenizer and translation contract, CTranslate2's search.
 
-CTranslate2 has no GNMT length penalty (it divides by `length ** alpha`) and stops a beam search
-once `beam_size * patience` hypotheses have finished, where ours stops once no live hypothesis
-can beat the worst finished one. So `CTranslate2Translator` asks CTranslate2 for the raw
-log-probability sums (`length_penalty=0`) of all `beam_size * patience` finished hypotheses
+CTranslate2 has no GNMT length penalty (it divides by `length ** alpha`). It stops a beam search
+once `beam_size * patience` hypotheses have finished, as the Keras `Translator` does by default
+(`translation.PATIENCE`, `N_BEST_PATIENCE`). So `CTranslate2Translator` asks CTranslate2 for the
+raw log-probability sums (`length_penalty=0`) of all `beam_size * patience` finished hypotheses
 (`patience=2`; 4 for n-best lists) and re-ranks them with our `((5 + length) / 6) ** alpha`,
 the end token counted in `length`: the scores of an n-best list are on our scale and in our
 order.
@@ -17,6 +17,8 @@ from keras_transformer.formats.versions import latest_version
 from keras_transformer.generation import trim
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import (
+    N_BEST_PATIENCE,
+    PATIENCE,
     Capabilities,
     EngineBase,
     check_decoding_memory,
@@ -34,16 +36,6 @@ def _length_penalty(length, alpha):
     """`decoding.length_penalty` as a Python float, computed once per length and alpha (a
     backend call per hypothesis cost 5 s of 17 on the 1,000 Bible test verses)."""
     return float(length_penalty(length, alpha))
-
-
-# CTranslate2 stops once `beam_size * PATIENCE` hypotheses have finished; with 2 its beam
-# outputs matched ours on every sentence we compared (with 1, about 1.4 % differed).
-PATIENCE = 2
-# n-best lists need the `beam_size` best by our length penalty, which may finish later: with
-# patience 2 the last hypothesis of a 3-best list differed on 1 of 4 fixture sentences, with
-# 3, 4 and 8 none did. Asking for more never changes the best (our beam search stops only once
-# no alive hypothesis can beat its worst finished one).
-N_BEST_PATIENCE = 4
 
 
 class CTranslate2Translator(EngineBase):
@@ -320,7 +312,7 @@ class CTranslate2Translator(EngineBase):
         )
         if beam_size > 1:
             # All `beam_size * patience` finished hypotheses, re-ranked below.
-            patience = PATIENCE if count == 1 else N_BEST_PATIENCE
+            patience = PATIENCE if count == 1 else N_BEST_PATIENCE  # As `Translator`'s.
             options.update(patience=patience, num_hypotheses=beam_size * patience)
         if prefixes is not None:
             options["target_prefix"] = [prefix or None for prefix in prefixes]
