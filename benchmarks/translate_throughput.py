@@ -8,6 +8,8 @@ with the `translator.keras` of a `make bible` run through
 - CTranslate2 float32 and int8 (`ct2-float32`, `ct2-int8`; exported here from the same weights),
 - the same Keras `Translator`s quantized to int8 when loaded (`keras-tensorflow-int8`,
   `keras-jax-int8`, `keras-torch-int8`: `Translator.quantize("int8")`),
+- the Keras `Translator` searching as before issue 55's changes (`keras-tensorflow-exact`,
+  `keras-jax-exact`: `patience=None`, the exact stop, and a batch that never shrinks),
 
 each through four tasks (`--tasks`):
 
@@ -54,6 +56,7 @@ from datetime import UTC, datetime
 ENGINES = (
     "keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8",
     "keras-tensorflow-int8", "keras-jax-int8", "keras-torch-int8",
+    "keras-tensorflow-exact", "keras-jax-exact",
 )  # fmt: skip
 TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
@@ -94,6 +97,20 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
             translator.jit_compile = bool(jit_compile)
         if engine.endswith("-int8"):
             translator.quantize("int8")
+        if engine.endswith("-exact"):  # The search before issue 55's stop and shrinking.
+            from keras_transformer.generation import Generator
+
+            targets = translator.preprocessor.targets
+            translator.patience = None
+            translator._generator = Generator(
+                translator.model,
+                targets.start_id,
+                targets.end_id,
+                targets.pad_id,
+                translator.extra_length,
+                translator.jit_compile,
+                shrink_by=None,
+            )
     elif engine == "saved_model":
         from keras_transformer.engines import SavedModelTranslator
 
@@ -212,6 +229,9 @@ def parent(args):
             output = os.path.join(workdir, f"{engine}.json")
             backend = engine.split("-")[1] if engine.startswith("keras-") else "tensorflow"
             env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+            # CTranslate2's OpenMP threads spin while they wait, unless told not to: on a
+            # busy 2-core machine that took 8-18x the wall time.
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             command = [
                 sys.executable, os.path.abspath(__file__), "--child", "--engine", engine,
                 "--run", args.run, "--sources", sources_path, "--output", output,

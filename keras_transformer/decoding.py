@@ -337,7 +337,7 @@ def beam_search(
     prefix=None,
     patience=None,
     select_sources=None,
-    shrink_by=4,
+    shrink_by=16,
 ):
     """Batched beam search with the GNMT length penalty, as in the Transformer paper.
 
@@ -413,7 +413,10 @@ def beam_search(
             whole batch (a finished element's never change). `next_logits` must then keep
             everything that depends on the batch in the cache. Needs a batch size known when
             tracing. Defaults to `None`: the whole batch to the end.
-        shrink_by: int `>= 2`, or `None` (do not shrink). Defaults to `4`.
+        shrink_by: int `>= 2`, or `None` (do not shrink). Defaults to `16`: one more loop for
+            a batch of 16 to 255 elements (on the 300 Bible test verses, batches of 64 and
+            patience 2: 34 % less CPU than not shrinking, compiled in about as long; 4 saved
+            a few % more and doubled the compile time).
 
     Returns:
         A tuple `(sequences, scores)`, best first:

@@ -63,7 +63,7 @@ def generate(
     sampling=None,
     seed=None,
     patience=None,
-    shrink_by=4,
+    shrink_by=16,
 ):
     """Encodes `encoder_inputs` and searches for their translations (not compiled).
 
@@ -93,7 +93,7 @@ def generate(
             beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
             the exact stop.
         shrink_by: int `>= 2` or `None`: beam search's batch shrinks as it finishes
-            (`decoding.beam_search`). Defaults to `4`.
+            (`decoding.beam_search`). Defaults to `16`.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -376,10 +376,10 @@ class Generator:
             extra_length` tokens (paper §6.1: input length + 50). Defaults to `50`.
         jit_compile: bool. Compile (TensorFlow, JAX). `False` runs eagerly. Defaults to `True`.
         shrink_by: int `>= 2` or `None`. Beam search goes on with a batch this many times
-            smaller once at most that share of its rows are still searching
+            smaller once at most `1 / shrink_by` of its rows are still searching
             (`decoding.beam_search`'s `shrink_by`): the results are the same, and a batch
             no longer pays full steps for its one long output. `None`: the whole batch to the
-            end. Defaults to `4`.
+            end. Defaults to `16`.
 
     Call arguments:
         encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding, ids
@@ -418,7 +418,7 @@ class Generator:
     """
 
     def __init__(
-        self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True, shrink_by=4
+        self, model, start_id, end_id, pad_id=0, extra_length=50, jit_compile=True, shrink_by=16
     ):
         check_positive_int("extra_length", extra_length)
         if shrink_by is not None:
