@@ -200,6 +200,8 @@ def greedy_search(
     prefix=None,
     sampling=None,
     seed=None,
+    select_sources=None,
+    shrink_by=16,
 ):
     """Batched greedy decoding: at every step take the most probable next token.
 
@@ -232,6 +234,11 @@ def greedy_search(
             draw; it is not advanced) or a pair `(generator, state)`, `state` an int tensor
             `(2,)` used in place of the generator's state (a compiled caller passes it as an
             input). The same seed, inputs and batch give the same samples. Defaults to `None`.
+        select_sources: optional callable `(cache, sources) -> cache`, the cache of the batch
+            elements `sources` (int32 `(k,)`): the batch shrinks as it finishes, as in
+            `beam_search` (not when sampling, whose draws are the whole batch's). Defaults to
+            `None`: the whole batch to the end.
+        shrink_by: int `>= 2`, or `None` (do not shrink). Defaults to `16`.
 
     Returns:
         A tuple `(sequences, scores)`:
@@ -274,42 +281,55 @@ def greedy_search(
     sampling = check_sampling(sampling)
     generator, seed_state = _check_seed(seed, sampling)
 
+    if shrink_by is not None:
+        check_int("shrink_by", shrink_by, minimum=2)
+
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_new_tokens, dtype="int32")[None, :]  # (1, max_new_tokens)
 
-    def stopped(finished, index):
+    def stopped(finished, index, max_lengths):
         """Finished, or at its own most tokens."""
         if max_lengths is None:
             return finished
         return ops.logical_or(finished, ops.greater_equal(index, max_lengths))
 
-    def condition(state):
-        return ops.logical_and(
-            ops.less(state.index, max_new_tokens),
-            ops.logical_not(ops.all(stopped(state.finished, state.index))),
-        )
+    def search(state, max_lengths, prefix, next_rows):
+        """Runs the loop until every row is done, or (`next_rows`) until at most
+        `next_rows` rows are still searching."""
 
-    def body(state):
-        index, finished = state.index, state.finished
-        logits, cache = next_logits(state.tokens[:, None], state.cache, index)
-        logits = ops.cast(logits, "float32")  # (batch, vocab)
-        seed = state.seed
-        if sampling is None:
-            next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
-        else:
-            next_tokens, seed = _sample(logits, sampling, generator, seed)
-        if prefix is not None:
-            forced, forced_tokens = _forced(prefix, index)
-            next_tokens = ops.where(forced, forced_tokens, next_tokens)
-        token_logits = ops.take_along_axis(logits, next_tokens[:, None], axis=-1)
-        token_log_probs = _log_softmax_of(token_logits, logits)[:, 0]
-        # A finished (or cut) sequence is frozen: no score, padding tokens.
-        frozen = stopped(finished, index)
-        scores = state.scores + ops.where(frozen, 0.0, token_log_probs)
-        next_tokens = ops.where(frozen, pad_id, next_tokens)
-        sequences = ops.where(positions == index, next_tokens[:, None], state.sequences)
-        finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
-        return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished, seed)
+        def condition(state):
+            done = stopped(state.finished, state.index, max_lengths)
+            go_on = ops.logical_and(
+                ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(done))
+            )
+            if next_rows is None:
+                return go_on
+            searching = ops.sum(ops.cast(ops.logical_not(done), "int32"))
+            return ops.logical_and(go_on, ops.greater(searching, next_rows))
+
+        def body(state):
+            index, finished = state.index, state.finished
+            logits, cache = next_logits(state.tokens[:, None], state.cache, index)
+            logits = ops.cast(logits, "float32")  # (batch, vocab)
+            seed = state.seed
+            if sampling is None:
+                next_tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (batch,)
+            else:
+                next_tokens, seed = _sample(logits, sampling, generator, seed)
+            if prefix is not None:
+                forced, forced_tokens = _forced(prefix, index)
+                next_tokens = ops.where(forced, forced_tokens, next_tokens)
+            token_logits = ops.take_along_axis(logits, next_tokens[:, None], axis=-1)
+            token_log_probs = _log_softmax_of(token_logits, logits)[:, 0]
+            # A finished (or cut) sequence is frozen: no score, padding tokens.
+            frozen = stopped(finished, index, max_lengths)
+            scores = state.scores + ops.where(frozen, 0.0, token_log_probs)
+            next_tokens = ops.where(frozen, pad_id, next_tokens)
+            sequences = ops.where(positions == index, next_tokens[:, None], state.sequences)
+            finished = ops.logical_or(finished, ops.equal(next_tokens, end_id))
+            return _GreedyState(index + 1, next_tokens, cache, sequences, scores, finished, seed)
+
+        return _while_loop(condition, body, state)
 
     state = _GreedyState(
         index=ops.convert_to_tensor(0, "int32"),
@@ -320,8 +340,47 @@ def greedy_search(
         finished=ops.zeros((batch_size,), dtype="bool"),
         seed=seed_state,
     )
-    state = _while_loop(condition, body, state)
-    return state.sequences, state.scores
+    shrinks = select_sources is not None and sampling is None
+    sizes = _shrinking_sizes(batch_size, shrink_by if shrinks else None)
+    if len(sizes) == 1:
+        state = search(state, max_lengths, prefix, None)
+        return state.sequences, state.scores
+
+    # As in `beam_search`: a stopped row never changes, so the batch goes on with the rows
+    # still searching (and some stopped ones) once few are left.
+    sequences, scores = state.sequences, state.scores
+    elements = ops.arange(batch_size, dtype="int32")  # The batch row of each row.
+    for rows, next_rows in zip(sizes, [*sizes[1:], None], strict=True):
+        state = search(state, max_lengths, prefix, next_rows)
+        sequences = ops.scatter_update(sequences, elements[:, None], state.sequences)
+        scores = ops.scatter_update(scores, elements[:, None], state.scores)
+        if next_rows is None:
+            break
+        searching = ops.logical_not(stopped(state.finished, state.index, max_lengths))
+        keep = _searching_first(searching, rows, next_rows)
+
+        def take(value, keep=keep):
+            return ops.take(value, keep, axis=0)
+
+        state = _GreedyState(
+            index=state.index,
+            tokens=take(state.tokens),
+            cache=select_sources(state.cache, keep),
+            sequences=take(state.sequences),
+            scores=take(state.scores),
+            finished=take(state.finished),
+            # Unused (no sampling here), and made anew: TensorFlow's XLA bridge failed on one
+            # constant carried by three loops ("Cannot find body function ..._const_0").
+            seed=ops.zeros(
+                ops.shape(state.seed), keras.backend.standardize_dtype(state.seed.dtype)
+            ),
+        )
+        elements = take(elements)
+        if max_lengths is not None:
+            max_lengths = take(max_lengths)
+        if prefix is not None:
+            prefix = take(prefix)
+    return sequences, scores
 
 
 def beam_search(
@@ -578,11 +637,8 @@ def beam_search(
         scores = ops.scatter_update(scores, elements[:, None], found_scores)
         if next_rows is None:
             break
-        # The elements still searching first, then the lowest rows.
         searching = ops.logical_not(element_done(state, max_lengths))
-        order = ops.where(searching, rows, 0) + (rows - 1 - ops.arange(rows, dtype="int32"))
-        _, keep = ops.top_k(ops.cast(order, "float32"), next_rows)
-        keep = ops.cast(keep, "int32")
+        keep = _searching_first(searching, rows, next_rows)
         state = _select_elements(state, keep, beam_size, select_sources)
         elements = ops.take(elements, keep, axis=0)
         if max_lengths is not None:
@@ -721,6 +777,14 @@ def _ended_needed(patience, beam_size):
     """The number of ended hypotheses that stops a batch element (`None`: no such number)."""
     patience = check_patience(patience)
     return None if patience is None else max(1, round(patience * beam_size))
+
+
+def _searching_first(searching, rows, next_rows):
+    """The `next_rows` rows a shrinking search goes on with (int32 `(next_rows,)`): those
+    still `searching` (bool `(rows,)`) first, then the lowest others."""
+    order = ops.where(searching, rows, 0) + (rows - 1 - ops.arange(rows, dtype="int32"))
+    _, keep = ops.top_k(ops.cast(order, "float32"), next_rows)
+    return ops.cast(keep, "int32")
 
 
 def _shrinking_sizes(batch_size, shrink_by):

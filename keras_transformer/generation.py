@@ -118,6 +118,8 @@ def generate(
             prefix=prefix,
             sampling=sampling,
             seed=seed,
+            select_sources=functools.partial(select_sources, beam_size=1),
+            shrink_by=shrink_by,
         )
         return sequences[:, None], scores[:, None]
     if sampling is not None:
@@ -143,12 +145,15 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1, by_he
     """Encodes `encoder_inputs`: the `(next_logits, cache)` that `decoding`'s searches take.
 
     `next_logits` runs `model.decode_step` on one token. The cache, which the searches carry
-    from step to step, holds each decoder block's self-attention keys/values only
-    (`max_new_tokens` positions, filled step by step). What never changes, each block's
-    cross-attention keys/values (computed here, once) and the source padding mask, stays with
-    `next_logits`, one row per source: `next_logits` may be called with `group * batch` rows
-    (beam search's `beam_size` beams per source, consecutive), and each group of rows then
-    attends to its source's row.
+    from step to step, holds each decoder block's self-attention keys/values (`max_new_tokens`
+    positions, filled step by step). What never changes, each block's cross-attention
+    keys/values (computed here, once) and the source padding mask, is kept one row per
+    source: `next_logits` may be called with `group * batch` rows (beam search's `beam_size`
+    beams per source, consecutive), and each group of rows then attends to its source's row.
+    In the decoding layout (`by_head`) it travels in the cache (a `decoding.BeamCache`'s
+    `sources`, for greedy search too, whose `slots` are then the rows), so that a shrinking
+    search selects it with the rest (`select_sources`); with `by_head=False` it stays with
+    `next_logits` and the cache is the self-attention keys/values only.
 
     With `beam_size > 1` the cache is a `decoding.BeamCache`: the keys/values stay in their
     beam slot (`slots`, never reordered) and `hypotheses` holds, for each hypothesis and
@@ -183,8 +188,18 @@ def cached_next_logits(model, encoder_inputs, max_new_tokens, beam_size=1, by_he
         )
         return logits, [layer["self"] for layer in layers]
 
-    if beam_size == 1:
+    if beam_size == 1 and not by_head:
         return step, own
+    if beam_size == 1:
+        # Greedy search never reorders: the slots are the rows; what is read per source
+        # (cross-attention, padding mask) travels in the cache, for a shrinking search.
+
+        def next_logits_of_rows(tokens, cache, index):
+            cross, padding_mask = cache.sources
+            logits, own = step(tokens, cache.slots, index, None, cross, padding_mask)
+            return logits, cache._replace(slots=own)
+
+        return next_logits_of_rows, BeamCache((), own, (cross, padding_mask))
     if not by_head:  # The slots of every hypothesis (the by-head cache holds them already).
         own = keras.tree.map_structure(lambda leaf: ops.repeat(leaf, beam_size, axis=0), own)
     positions = ops.arange(max_new_tokens, dtype="int32")  # (max_new_tokens,)

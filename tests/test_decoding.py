@@ -665,6 +665,39 @@ def test_a_shrinking_batch_finds_what_the_whole_batch_finds(patience, shrink_by)
     assert len({tuple(row) for row in found[0][0][:, 0]}) > batch_size // 2
 
 
+def test_a_shrinking_greedy_batch_finds_what_the_whole_batch_finds():
+    # Greedy search shrinks too (not when sampling): every row's tokens and score as in the
+    # whole batch, with its own most tokens and prefix.
+    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
+    batch_size, max_new_tokens = 13, 10
+    memory = stub.memory(batch_size, seed=4)
+    limits = ops.array([1, 10, 3, 9, 5, 2, 7, 10, 4, 6, 8, 10, 2], "int32")
+    prefix = np.full((batch_size, 2), -1, "int32")
+    prefix[3] = [A, B]
+    found = []
+    for select in (None, functools.partial(select_rows, beam_size=1)):
+        found.append(
+            to_numpy(
+                *greedy_search(
+                    stub,
+                    stub.initial_cache(memory),
+                    starts(*([START] * batch_size)),
+                    max_new_tokens=max_new_tokens,
+                    end_id=END,
+                    max_lengths=limits,
+                    prefix=ops.array(prefix),
+                    select_sources=select,
+                    shrink_by=2,
+                )
+            )
+        )
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
+    assert (found[0][0][3, :2] == [A, B]).all()
+    ended = (found[0][0] == END).any(axis=1)
+    assert 0 < ended.sum() < batch_size
+
+
 def test_a_shrinking_batch_takes_fewer_rows_per_step():
     # The point of shrinking: steps after most examples are done run on a smaller batch.
     # The stub records the rows of every call: one long example among short ones.
@@ -846,6 +879,7 @@ def test_traces_once_under_jax_jit():
         (beam_search, {"patience": "2"}, "patience='2'"),
         (beam_search, {"patience": float("inf")}, "patience=inf"),
         (beam_search, {"shrink_by": 1}, "shrink_by=1"),
+        (greedy_search, {"shrink_by": 0}, "shrink_by=0"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(search, arguments, message):

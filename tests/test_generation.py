@@ -156,8 +156,8 @@ def test_beam_search_reading_ancestors_in_place_equals_reordering_the_cache(
     assert len(np.unique(found[0][0].reshape(-1, max_new_tokens), axis=0)) > len(inputs)
 
 
-@pytest.mark.parametrize("patience", [None, 2])
-def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(patience):
+@pytest.mark.parametrize("beam_size, patience", [(4, None), (4, 2), (1, None)])
+def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(beam_size, patience):
     # `Generator(shrink_by=...)`: compiled (XLA on TensorFlow, jax.jit), the batch goes on
     # smaller once most of its rows are done (the encoder's keys, values and padding mask
     # selected with them); every row's hypotheses and scores are the whole batch's.
@@ -173,7 +173,7 @@ def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(patience):
     limits = rng.integers(1, 11, size=16).astype("int32")
     found = [
         Generator(model, START_ID, END_ID, extra_length=4, shrink_by=shrink_by)(
-            inputs, beam_size=4, max_lengths=limits, patience=patience
+            inputs, beam_size=beam_size, max_lengths=limits, patience=patience
         )
         for shrink_by in (None, 2)
     ]
