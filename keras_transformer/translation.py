@@ -339,23 +339,14 @@ def check_search_options(beam_size, alpha, num_hypotheses, sampling=None, seed=0
 
 # Beam search stops a sentence once `beam_size * PATIENCE` hypotheses have ended
 # (`decoding.beam_search`'s `patience`; CTranslate2's rule and option), in every engine: the
-# Keras `Translator` and CTranslate2 then give the same outputs (300 of 300 Bible test verses;
-# with 1, about 1.4 % of them differed). Against the exact stop (`patience=None`), 2 took half
-# the steps on the 1,000 Bible test verses at the same BLEU (30.17 against 30.18).
+# Keras `Translator` and CTranslate2 then give the same outputs (1,000 of 1,000 Bible test
+# verses; with 1, 14 % differed). Against the exact stop (`patience=None`), 2 took half the CPU
+# on those verses at the same BLEU (30.17 against 30.18). n-best lists search with the same
+# patience: they are read from the same compiled searches (a server's warm-up covers them).
 PATIENCE = 2
-# n-best lists need the `beam_size` best by our length penalty, which may end later: with
-# patience 2 the last hypothesis of a 3-best list differed from the exact search's on 1 of 4
-# fixture sentences, with 3, 4 and 8 none did.
-N_BEST_PATIENCE = 4
-
-
-def search_patience(patience, num_hypotheses):
-    """The patience of a search asked for `num_hypotheses` hypotheses (`None`: the best one)
-    by an engine set to `patience` (`None`: the exact stop): at least `N_BEST_PATIENCE` for an
-    n-best list."""
-    if patience is None or not num_hypotheses or num_hypotheses == 1:
-        return patience
-    return max(patience, N_BEST_PATIENCE)
+# Kept for code written against 0.4 (n-best lists searched with 4 there): the same as
+# `PATIENCE` now.
+N_BEST_PATIENCE = PATIENCE
 
 
 # The settings that size a decoding batch (`check_decoding_memory`).

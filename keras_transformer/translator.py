@@ -40,7 +40,6 @@ from keras_transformer.translation import (
     run_translation,
     sampling_options,
     search_beam_size,
-    search_patience,
     warmup_requests,
 )
 
@@ -103,11 +102,10 @@ class Translator(keras.Model, EngineBase):
             `pieces [END]` sources (Marian / OPUS-MT, see `keras_transformer.formats.marian`).
             Defaults to `True`.
         patience: number `> 0` or `None`. Beam search stops a sentence once `patience *
-            beam_size` hypotheses have ended (at least `translation.N_BEST_PATIENCE` for an
-            n-best list), as CTranslate2 does: the CTranslate2 engine then gives the same
-            outputs. `None` searches until no live hypothesis can beat the worst ended one
-            (exact; on the Bible test verses twice the steps for the same BLEU, 6 % of the
-            outputs different). Defaults to `2` (`translation.PATIENCE`).
+            beam_size` hypotheses have ended, as CTranslate2 does: the CTranslate2 engine
+            then gives the same outputs. `None` searches until no live hypothesis can beat
+            the worst ended one (exact; on the Bible test verses twice the CPU for the same
+            BLEU, 6 % of the outputs different). Defaults to `2` (`translation.PATIENCE`).
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -253,7 +251,7 @@ class Translator(keras.Model, EngineBase):
             alpha=alpha,
             sampling=sampling,
             seed=seed,
-            patience=search_patience(self.patience, num_hypotheses),
+            patience=self.patience,
         )
         attention = functools.partial(
             cross_attentions,

@@ -203,8 +203,8 @@ def test_config_round_trip(tokenizer):
 
 
 def test_patience_reaches_the_search(tokenizer, monkeypatch):
-    # The translator's patience is the search's; an n-best list searches with at least
-    # `N_BEST_PATIENCE`, the exact stop (`None`) stays exact.
+    # The translator's patience is the search's, n-best lists included (they read the same
+    # compiled searches); the exact stop (`None`) stays exact.
     from keras_transformer.generation import Generator
 
     seen = []
@@ -215,10 +215,19 @@ def test_patience_reaches_the_search(tokenizer, monkeypatch):
         return search(self, *args, **kwargs)
 
     monkeypatch.setattr(Generator, "__call__", recording)
-    for patience, num_hypotheses, expected in ((2, None, 2), (2, 3, 4), (None, 3, None), (6, 2, 6)):
+    for patience, num_hypotheses in ((2, None), (2, 3), (None, 3), (6, None)):
         translator = make_translator(tokenizer, patience=patience)
         translator.translate(SENTENCES[:1], num_hypotheses=num_hypotheses)
-        assert seen[-1] == expected
+        assert seen[-1] == patience
+
+
+@pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")
+def test_an_n_best_list_compiles_no_search_of_its_own(tokenizer):
+    translator = make_translator(tokenizer, jit_compile=True)
+    translator(SENTENCES[:2])
+    traces = translator.generator.trace_count
+    translator.translate(SENTENCES[:2], num_hypotheses=3)
+    assert translator.generator.trace_count == traces
 
 
 @pytest.mark.skipif(BACKEND not in ("tensorflow", "jax"), reason="TF and JAX compile")

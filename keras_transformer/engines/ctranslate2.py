@@ -2,9 +2,9 @@
 
 CTranslate2 has no GNMT length penalty (it divides by `length ** alpha`). It stops a beam search
 once `beam_size * patience` hypotheses have finished, as the Keras `Translator` does by default
-(`translation.PATIENCE`, `N_BEST_PATIENCE`). So `CTranslate2Translator` asks CTranslate2 for the
-raw log-probability sums (`length_penalty=0`) of all `beam_size * patience` finished hypotheses
-(`patience=2`; 4 for n-best lists) and re-ranks them with our `((5 + length) / 6) ** alpha`,
+(`translation.PATIENCE`). So `CTranslate2Translator` asks CTranslate2 for the raw
+log-probability sums (`length_penalty=0`) of all `beam_size * patience` finished hypotheses
+(`patience=2`) and re-ranks them with our `((5 + length) / 6) ** alpha`,
 the end token counted in `length`: the scores of an n-best list are on our scale and in our
 order.
 """
@@ -17,7 +17,7 @@ from keras_transformer.formats.versions import latest_version
 from keras_transformer.generation import trim
 from keras_transformer.text.preprocessor import TranslationPreprocessor
 from keras_transformer.translation import (
-    N_BEST_PATIENCE,
+    N_BEST_PATIENCE,  # noqa: F401 (re-exported by keras_transformer.engines)
     PATIENCE,
     Capabilities,
     EngineBase,
@@ -312,8 +312,8 @@ class CTranslate2Translator(EngineBase):
         )
         if beam_size > 1:
             # All `beam_size * patience` finished hypotheses, re-ranked below.
-            patience = PATIENCE if count == 1 else N_BEST_PATIENCE  # As `Translator`'s.
-            options.update(patience=patience, num_hypotheses=beam_size * patience)
+            # As `Translator`'s (n-best lists too).
+            options.update(patience=PATIENCE, num_hypotheses=beam_size * PATIENCE)
         if prefixes is not None:
             options["target_prefix"] = [prefix or None for prefix in prefixes]
         if sampling is not None:

@@ -43,7 +43,7 @@ from keras_transformer.formats.saved_model.layout import (
 )
 from keras_transformer.formats.versions import version_directory
 from keras_transformer.models.lora import merged_translator
-from keras_transformer.translation import search_patience, warmup_plan
+from keras_transformer.translation import warmup_plan
 from keras_transformer.translator import KERAS_FILE, load_keras_translator
 
 
@@ -280,8 +280,7 @@ def make_serving_function(
         generator = translator.make_generator(jit_compile)
     searches = {} if searches is None else searches
     columns = 1 if num_hypotheses is None else num_hypotheses
-    # The translator's stop (`Translator.patience`), as its `translate` would search.
-    patience = search_patience(translator.patience, num_hypotheses)
+    patience = translator.patience  # The translator's stop, as its `translate` searches.
 
     def search(function, *arguments):
         """Runs the compiled search `function`. Inside a trace, through the concrete function
