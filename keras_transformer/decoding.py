@@ -299,13 +299,7 @@ def greedy_search(
 
         def condition(state):
             done = stopped(state.finished, state.index, max_lengths)
-            go_on = ops.logical_and(
-                ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(done))
-            )
-            if next_rows is None:
-                return go_on
-            searching = ops.sum(ops.cast(ops.logical_not(done), "int32"))
-            return ops.logical_and(go_on, ops.greater(searching, next_rows))
+            return _go_on(state.index, done, max_new_tokens, next_rows)
 
         def body(state):
             index, finished = state.index, state.finished
@@ -554,14 +548,7 @@ def beam_search(
         row_offsets = ops.arange(rows, dtype="int32")[:, None] * beam_size  # (batch, 1)
 
         def condition(state):
-            done = element_done(state, max_lengths)
-            go_on = ops.logical_and(
-                ops.less(state.index, max_new_tokens), ops.logical_not(ops.all(done))
-            )
-            if next_rows is None:
-                return go_on
-            searching = ops.sum(ops.cast(ops.logical_not(done), "int32"))
-            return ops.logical_and(go_on, ops.greater(searching, next_rows))
+            return _go_on(state.index, element_done(state, max_lengths), max_new_tokens, next_rows)
 
         def body(state):
             done = element_done(state, max_lengths)
@@ -777,6 +764,17 @@ def _ended_needed(patience, beam_size):
     """The number of ended hypotheses that stops a batch element (`None`: no such number)."""
     patience = check_patience(patience)
     return None if patience is None else max(1, round(patience * beam_size))
+
+
+def _go_on(index, done, max_new_tokens, next_rows):
+    """Whether a search loop goes on: below `max_new_tokens` and some row not `done` (bool
+    `(rows,)`), and, in a loop that hands over to a smaller batch, more than `next_rows`
+    rows still searching."""
+    go_on = ops.logical_and(ops.less(index, max_new_tokens), ops.logical_not(ops.all(done)))
+    if next_rows is None:
+        return go_on
+    searching = ops.sum(ops.cast(ops.logical_not(done), "int32"))
+    return ops.logical_and(go_on, ops.greater(searching, next_rows))
 
 
 def _searching_first(searching, rows, next_rows):

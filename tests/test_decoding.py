@@ -624,78 +624,63 @@ def test_patience_stops_as_ctranslate2_does(patience):
     assert stopped_early >= 1  # The rule changed some results: the test can tell them apart.
 
 
+def shrinking_problem():
+    """13 examples of a stub that ends late, each with its own most tokens (1 to 10), two
+    with target prefixes: the `beam_search` / `greedy_search` arguments of the shrinking
+    tests but `select_sources`."""
+    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
+    batch_size = 13
+    prefix = np.full((batch_size, 2), -1, "int32")
+    prefix[3] = [A, B]
+    prefix[7, 0] = C
+    return dict(
+        next_logits=stub,
+        cache=stub.initial_cache(stub.memory(batch_size, seed=4)),
+        start_tokens=starts(*([START] * batch_size)),
+        max_new_tokens=10,
+        end_id=END,
+        max_lengths=ops.array([1, 10, 3, 9, 5, 2, 7, 10, 4, 6, 8, 10, 2], "int32"),
+        prefix=ops.array(prefix),
+    )
+
+
 @pytest.mark.parametrize("patience", [None, 2])
 @pytest.mark.parametrize("shrink_by", [2, 4])
 def test_a_shrinking_batch_finds_what_the_whole_batch_finds(patience, shrink_by):
     # Once at most 1/shrink_by of its examples are still searching, the batch goes on with
     # those only: every example still gets its result, sequences and scores, as in the
     # whole batch to the end, with its own most tokens and its own target prefix.
-    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
-    batch_size, max_new_tokens = 13, 10
-    memory = stub.memory(batch_size, seed=4)
-    limits = ops.array([1, 10, 3, 9, 5, 2, 7, 10, 4, 6, 8, 10, 2], "int32")
-    prefix = np.full((batch_size, 2), -1, "int32")
-    prefix[3] = [A, B]
-    prefix[7, 0] = C
-    found = []
-    for shrinking in (False, True):
-        found.append(
-            to_numpy(
-                *beam_search(
-                    stub,
-                    stub.initial_cache(memory),
-                    starts(*([START] * batch_size)),
-                    max_new_tokens=max_new_tokens,
-                    end_id=END,
-                    beam_size=4,
-                    alpha=0.6,
-                    max_lengths=limits,
-                    prefix=ops.array(prefix),
-                    patience=patience,
-                    select_sources=functools.partial(select_rows, beam_size=4)
-                    if shrinking
-                    else None,
-                    shrink_by=shrink_by,
-                )
+    found = [
+        to_numpy(
+            *beam_search(
+                **shrinking_problem(),
+                beam_size=4,
+                alpha=0.6,
+                patience=patience,
+                select_sources=select,
+                shrink_by=shrink_by,
             )
         )
+        for select in (None, functools.partial(select_rows, beam_size=4))
+    ]
     np.testing.assert_array_equal(found[1][0], found[0][0])
     np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
     assert (found[0][0][3, 0, :2] == [A, B]).all() and found[0][0][7, 0, 0] == C
-    assert len({tuple(row) for row in found[0][0][:, 0]}) > batch_size // 2
+    assert len({tuple(row) for row in found[0][0][:, 0]}) > 13 // 2
 
 
 def test_a_shrinking_greedy_batch_finds_what_the_whole_batch_finds():
     # Greedy search shrinks too (not when sampling): every row's tokens and score as in the
     # whole batch, with its own most tokens and prefix.
-    stub = RandomRecurrentStub(seed=3, end_bias=-0.5)
-    batch_size, max_new_tokens = 13, 10
-    memory = stub.memory(batch_size, seed=4)
-    limits = ops.array([1, 10, 3, 9, 5, 2, 7, 10, 4, 6, 8, 10, 2], "int32")
-    prefix = np.full((batch_size, 2), -1, "int32")
-    prefix[3] = [A, B]
-    found = []
-    for select in (None, functools.partial(select_rows, beam_size=1)):
-        found.append(
-            to_numpy(
-                *greedy_search(
-                    stub,
-                    stub.initial_cache(memory),
-                    starts(*([START] * batch_size)),
-                    max_new_tokens=max_new_tokens,
-                    end_id=END,
-                    max_lengths=limits,
-                    prefix=ops.array(prefix),
-                    select_sources=select,
-                    shrink_by=2,
-                )
-            )
-        )
+    found = [
+        to_numpy(*greedy_search(**shrinking_problem(), select_sources=select, shrink_by=2))
+        for select in (None, functools.partial(select_rows, beam_size=1))
+    ]
     np.testing.assert_array_equal(found[1][0], found[0][0])
     np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
-    assert (found[0][0][3, :2] == [A, B]).all()
+    assert (found[0][0][3, :2] == [A, B]).all() and found[0][0][7, 0] == C
     ended = (found[0][0] == END).any(axis=1)
-    assert 0 < ended.sum() < batch_size
+    assert 0 < ended.sum() < 13
 
 
 def test_a_shrinking_batch_takes_fewer_rows_per_step():
