@@ -89,7 +89,7 @@ def generate(
             `-1` after it (`decoding.greedy_search`). Defaults to `None`.
         sampling: optional `decoding.Sampling` (greedy search only). Defaults to `None`.
         seed: the seed of `sampling` (`decoding.greedy_search`). Defaults to `None`.
-        patience: optional number `> 0`: beam search stops a row once `round(patience *
+        patience: optional number `>= 1`: beam search stops a row once `round(patience *
             beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
             the exact stop.
         shrink_by: int `>= 2` or `None`: beam search's batch shrinks as it finishes
@@ -410,7 +410,7 @@ class Generator:
             `max_new_tokens=max_lengths[row]`, so sources of different lengths can share a
             batch (and a compiled shape) and still keep their own maximum output length.
             Defaults to `None`: `max_new_tokens` for every row.
-        patience: optional number `> 0`: beam search stops a row once `round(patience *
+        patience: optional number `>= 1`: beam search stops a row once `round(patience *
             beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
             the exact stop.
 

@@ -101,7 +101,7 @@ class Translator(keras.Model, EngineBase):
         source_start_token: bool. Sources begin with `[START]`; `False` for models trained on
             `pieces [END]` sources (Marian / OPUS-MT, see `keras_transformer.formats.marian`).
             Defaults to `True`.
-        patience: number `> 0` or `None`. Beam search stops a sentence once `patience *
+        patience: number `>= 1` or `None`. Beam search stops a sentence once `patience *
             beam_size` hypotheses have ended, as CTranslate2 does: the CTranslate2 engine
             then gives the same outputs. `None` searches until no live hypothesis can beat
             the worst ended one (exact; on the Bible test verses twice the CPU for the same

@@ -859,6 +859,7 @@ def test_traces_once_under_jax_jit():
         (beam_search, {"alpha": -0.1}, "alpha=-0.1"),
         (beam_search, {"pad_id": -2}, "pad_id=-2"),
         (beam_search, {"patience": 0}, "patience=0"),
+        (beam_search, {"patience": 0.5}, "patience=0.5"),
         (beam_search, {"patience": -1.5}, "patience=-1.5"),
         (beam_search, {"patience": True}, "patience=True"),
         (beam_search, {"patience": "2"}, "patience='2'"),
