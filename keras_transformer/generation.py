@@ -92,8 +92,8 @@ def generate(
         patience: optional number `>= 1`: beam search stops a row once `round(patience *
             beam_size)` hypotheses have ended (`decoding.beam_search`). Defaults to `None`:
             the exact stop.
-        shrink_by: int `>= 2` or `None`: beam search's batch shrinks as it finishes
-            (`decoding.beam_search`). Defaults to `16`.
+        shrink_by: int `>= 2` or `None`: the batch of a beam or greedy search (not sampling)
+            shrinks as it finishes (`decoding.beam_search`). Defaults to `16`.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -390,11 +390,11 @@ class Generator:
         extra_length: int. With `max_new_tokens=None`, generate at most `source_length +
             extra_length` tokens (paper §6.1: input length + 50). Defaults to `50`.
         jit_compile: bool. Compile (TensorFlow, JAX). `False` runs eagerly. Defaults to `True`.
-        shrink_by: int `>= 2` or `None`. Beam search goes on with a batch this many times
-            smaller once at most `1 / shrink_by` of its rows are still searching
-            (`decoding.beam_search`'s `shrink_by`): the results are the same, and a batch
-            no longer pays full steps for its one long output. `None`: the whole batch to the
-            end. Defaults to `16`.
+        shrink_by: int `>= 2` or `None`. A search (beam or greedy, not sampling) goes on with
+            a batch this many times smaller once at most `1 / shrink_by` of its rows are
+            still searching (`decoding.beam_search`'s `shrink_by`): the results are the same,
+            and a batch no longer pays full steps for its one long output. `None`: the whole
+            batch to the end. Defaults to `16`.
 
     Call arguments:
         encoder_inputs: int `(batch, source_length)` NumPy array or tensor, 0 = padding, ids
