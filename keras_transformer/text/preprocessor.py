@@ -153,15 +153,18 @@ class TranslationPreprocessor(keras.layers.Layer):
         return self.max_source_length - (2 if self.source_start_token else 1)
 
     def count_pieces(self, sources):
-        """The number of word pieces of each source (a list of `str` or `bytes`), untruncated.
+        """The number of word pieces of each source (a list of `str` or `bytes`), untruncated,
+        through one compiled graph (a server counts the sentences of each request it plans:
+        eagerly the tokenization's ops cost ~10 ms of Python dispatch per call).
 
         Returns:
             list of int.
         """
         if not len(sources):
             return []
-        pieces = self.tokenizer.tokenize(as_byte_strings(list(sources)))
-        return [int(length) for length in pieces.row_lengths().numpy()]
+        tf = _tf()
+        function = self._compiled("count", self._count_graph, tf.TensorSpec([None], tf.string))
+        return function(tf.constant(as_byte_strings(list(sources)))).numpy().tolist()
 
     def generate_preprocess(self, sources):
         """Encoder inputs for generation, and the per-source flags.
@@ -211,6 +214,9 @@ class TranslationPreprocessor(keras.layers.Layer):
         features = self.generate_preprocess(sources)
         ids = features["encoder_inputs"]
         return ids.flat_values, ids.row_lengths(), features["truncated"], features["empty"]
+
+    def _count_graph(self, sources):
+        return self.tokenizer.tokenize(sources).row_lengths()
 
     def _decode_graph(self, ids):
         return self.generate_postprocess(ids)

@@ -75,6 +75,12 @@ def test_the_compiled_encoding_and_decoding_are_the_eager_ones(preprocessor, tok
     eager = [text.decode() for text in preprocessor.generate_postprocess(rows).numpy()]
     assert preprocessor.decode_for_search(rows) == eager
     assert eager[0].startswith("hola")  # (The fixture keeps few pieces.)
+    # The compiled count is the eager tokenization's, untruncated (past max_source_length).
+    counts = preprocessor.count_pieces(sources)
+    assert counts == [len(row) for row in tokenizer.tokenize(sources).to_list()]
+    assert counts[3] > preprocessor.max_source_pieces and counts[1] == 0
+    assert preprocessor.count_pieces([s.encode() for s in sources[::-1]]) == counts[::-1]
+    assert preprocessor.count_pieces([]) == []
 
 
 def test_bucket_index_matches_bucket_length(preprocessor):
