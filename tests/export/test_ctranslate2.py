@@ -356,6 +356,42 @@ def test_sampling_is_seeded_in_each_engine(trained, engine):
         engine.translate("dos", beam_size=4, sampling_topk=5)
 
 
+def test_the_thread_layout_shares_the_cores_among_two_workers(monkeypatch):
+    from keras_transformer.engines.ctranslate2 import thread_layout
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert thread_layout("cpu") == (2, 1)
+    assert thread_layout("cpu", 1) == (1, 0)  # One worker: CTranslate2's choice.
+    assert thread_layout("cpu", 2, 3) == (2, 3)
+    assert thread_layout("cuda") == (1, 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert thread_layout("cpu") == (2, 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert thread_layout("cpu") == (1, 0)
+    for name, value in (("inter_threads", 0), ("inter_threads", True), ("intra_threads", -1)):
+        with pytest.raises(ValueError, match=f"Received: {name}={value!r}"):
+            thread_layout("cpu", **{name: value})
+
+
+@pytest.mark.slow
+def test_two_workers_translate_as_one(trained):
+    """Batches searched at once by two CTranslate2 workers give one worker's results, in
+    order (beam, n-best, sampling with a seed), and a server runs two calls at once."""
+    sources = [source for source, _ in trained[1][:24]] + BAD_INPUTS
+    one = CTranslate2Translator(trained[2], inter_threads=1)
+    two = CTranslate2Translator(trained[2], inter_threads=2, intra_threads=1)
+    assert (one.concurrency, two.concurrency) == (1, 2)
+    for engine in (one, two):
+        engine.batch_size = 4  # Several batches per call.
+    for options in (
+        dict(beam_size=4),
+        dict(beam_size=4, num_hypotheses=3),
+        dict(sampling_topk=0, sampling_temperature=1.5, seed=3),
+    ):
+        expected, received = one.translate(sources, **options), two.translate(sources, **options)
+        assert repr(received) == repr(expected), options
+
+
 @pytest.mark.slow
 def test_word_alignments_link_the_obvious_words(trained, engine):
     translator, test_pairs = trained[0], trained[1][:40]
