@@ -31,8 +31,10 @@ For each model and engine (`--engines`: `keras`, the `Translator` on TensorFlow,
 - offline: a child process opens the model with `engines.load_translator`, warms it with
   `serving.models.warm(engine, --max-batch)` as the server does, translates all sentences
   once untimed (a call of all of them batches by the translator's `batch_size`, which may
-  exceed `--max-batch`), and times a second `engine.translate(all sentences)` call (wall and
-  process CPU seconds);
+  exceed `--max-batch`), and times a second call (wall and process CPU seconds), both through
+  `documents.texts.translate_texts(engine, sentences, language="es")`: each text cut into
+  sentences as the server cuts a request's (a Bible verse may hold two), so that both
+  translate the same sentences;
 - server: `keras-transformer serve --model PATH --port 0 --max-batch-sentences N` in a
   subprocess; once it prints `ready`, rounds of 1, 8 and 32 client threads (`--clients`; in
   this process, one keep-alive `http.client.HTTPConnection` each) send one sentence per
@@ -74,6 +76,7 @@ SCRIPT = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
 MODELS = ("number", "opus", "bible")
 ENGINES = ("keras", "ctranslate2")
 SHORT_SENTENCE = "tres"
+SOURCE_LANGUAGE = "es"
 OPUS_BUCKETS = (32, 64, 128)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -260,6 +263,7 @@ def export_ctranslate2(model_path, work, name):
 
 
 def child(args):
+    from keras_transformer.documents.texts import translate_texts
     from keras_transformer.engines import load_translator
     from keras_transformer.serving.models import warm
 
@@ -269,11 +273,17 @@ def child(args):
     started = time.perf_counter()
     calls = warm(engine, args.max_batch)
     warm_s = time.perf_counter() - started
+
     # An untimed call first: one call of all sentences may batch them beyond the warm-up's
     # `max_batch` (the translator's own `batch_size`), shapes the server never runs.
-    engine.translate(sentences)
+    # The server's work: each text cut into sentences (its `--segment` default, the
+    # requests' source language), the sentences translated in one call.
+    def translate():
+        return translate_texts(engine, sentences, language=SOURCE_LANGUAGE)
+
+    translate()
     start, cpu = time.perf_counter(), time.process_time()
-    outputs = engine.translate(sentences)
+    outputs = translate()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     with open(args.output, "w", encoding="utf-8") as file:
         json.dump(
@@ -390,7 +400,9 @@ def client_round(url, sentences, clients):
                     next_index[0] += 1
                 if index >= len(sentences):
                     return
-                body = json.dumps({"q": sentences[index], "source": "es", "target": "en"})
+                body = json.dumps(
+                    {"q": sentences[index], "source": SOURCE_LANGUAGE, "target": "en"}
+                )
                 start = time.perf_counter()
                 connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
                 response = connection.getresponse()
@@ -538,7 +550,7 @@ def write_results(args, rows):
         f"{args.max_batch} --batch-wait-ms {args.batch_wait_ms:g}`; each client thread sends "
         "one sentence per request (keep-alive). Offline: `engines.load_translator`, "
         f"`serving.models.warm(engine, {args.max_batch})`, one untimed and one timed "
-        "`engine.translate(all sentences)`. Ratio: sentences/s over the offline rate. CPU: "
+        "`translate_texts(engine, all sentences, language='es')` (the server's segmentation). Ratio: sentences/s over the offline rate. CPU: "
         "the offline process's, or the server process's during the round. Same: answers "
         "equal to the offline translation. Engine calls: the server's batches in the round "
         "(count x mean sentences, seconds inside the engine; `/metrics`). Models: number = "

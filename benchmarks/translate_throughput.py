@@ -5,7 +5,9 @@ with the `translator.keras` of a `make bible` run through
 
 - `Translator` on TensorFlow, JAX and PyTorch (`keras-tensorflow`, `keras-jax`, `keras-torch`),
 - the string SavedModel the run exported (`saved_model`, TensorFlow only),
-- CTranslate2 float32 and int8 (`ct2-float32`, `ct2-int8`; exported here from the same weights),
+- CTranslate2 float32 and int8 (`ct2-float32`, `ct2-int8`; exported here from the same weights;
+  two workers of `--threads / 2` threads, the engine's layout, or `ct2-float32-one-worker`:
+  one worker of `--threads`, its layout before 0.4),
 - the same Keras `Translator`s quantized to int8 when loaded (`keras-tensorflow-int8`,
   `keras-jax-int8`, `keras-torch-int8`: `Translator.quantize("int8")`),
 - the Keras `Translator` searching as before issue 55's changes (`keras-tensorflow-exact`,
@@ -56,7 +58,7 @@ from datetime import UTC, datetime
 ENGINES = (
     "keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8",
     "keras-tensorflow-int8", "keras-jax-int8", "keras-torch-int8",
-    "keras-tensorflow-exact", "keras-jax-exact",
+    "keras-tensorflow-exact", "keras-jax-exact", "ct2-float32-one-worker",
 )  # fmt: skip
 TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
@@ -116,7 +118,9 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
 
         translator = SavedModelTranslator(os.path.join(run_dir, "saved_model"))
     else:
-        translator = _ct2_translator(engine.split("-", 1)[1], run_dir, threads, workdir)
+        quantization = engine.split("-")[1]
+        one_worker = engine.endswith("-one-worker")
+        translator = _ct2_translator(quantization, run_dir, threads, workdir, one_worker)
     translate = translator.translate
     if engine == "saved_model":
         translate = functools.partial(_requests, translator)
@@ -166,15 +170,21 @@ def _timed_twice(translate):
     return first, time.perf_counter() - start, time.process_time() - cpu, outputs
 
 
-def _ct2_translator(quantization, run_dir, threads, workdir):
+def _ct2_translator(quantization, run_dir, threads, workdir, one_worker=False):
+    """The engine's own layout for `threads` (two workers of `threads // 2`, as
+    `CTranslate2Translator` lays out the cores), or one worker of `threads` (`one_worker`,
+    its layout before 0.4)."""
     from keras_transformer.engines import CTranslate2Translator
     from keras_transformer.export import export_ctranslate2
 
     directory = os.path.join(workdir, f"ct2_{quantization}")
-    export_ctranslate2(
-        os.path.join(run_dir, "translator.keras"), directory, quantization=quantization
-    )
-    return CTranslate2Translator(directory, intra_threads=threads)
+    if not os.path.isdir(directory):
+        export_ctranslate2(
+            os.path.join(run_dir, "translator.keras"), directory, quantization=quantization
+        )
+    if one_worker or threads < 2:
+        return CTranslate2Translator(directory, intra_threads=threads, inter_threads=1)
+    return CTranslate2Translator(directory, intra_threads=threads // 2, inter_threads=2)
 
 
 def child(args):
