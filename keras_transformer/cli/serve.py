@@ -85,6 +85,9 @@ def add_serve_parser(subparsers):
     )
     parser.add_argument("--engine-calls", type=non_negative_int, **_option("engine_calls"))
     parser.add_argument("--batch-wait-ms", type=non_negative_float, **_option("batch_wait", 1000))
+    parser.add_argument(
+        "--announced-wait-ms", type=non_negative_float, **_option("announced_wait", 1000)
+    )
     parser.add_argument("--warmup", choices=WARMUPS, **_option("warmup"))
     parser.add_argument(
         "--beam-sizes",
@@ -177,6 +180,7 @@ def run_serve(args):
         max_batch_sentences=max_batch,
         max_queue_sentences=args.max_queue_sentences,
         batch_wait=args.batch_wait_ms / 1000,
+        announced_wait=args.announced_wait_ms / 1000,
         cors_origins=tuple(args.cors_origin),
         engine_calls=args.engine_calls,
         segment=args.segment,

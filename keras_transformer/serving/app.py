@@ -141,6 +141,7 @@ class ServerState:
                 max_batch_sentences=settings.max_batch_sentences,
                 max_queue_sentences=settings.max_queue_sentences,
                 max_wait=settings.batch_wait,
+                announced_wait=settings.announced_wait,
                 on_batch=self.metrics.batch_observer(name),
                 name=f"batcher {name}",
                 workers=settings.engine_calls or model.concurrent_calls(),
@@ -324,27 +325,42 @@ def _translate(state):
         if parsed.text_format == "html":
             answer = await _translate_markup(state, model, parsed, source, confidence, segment)
             return JSONResponse(answer)
-        plan = await asyncio.to_thread(
-            plan_for,
-            model.engine,
-            parsed.texts,
-            language,
-            segment=segment,
-            prefixes=parsed.prefixes,
-        )
-        if len(plan.sentences) > settings.max_queue_sentences:  # It could never be queued.
-            raise ApiError(
-                413,
-                f"Invalid request: {len(plan.sentences)} sentences, more than the server "
-                f"queues ({settings.max_queue_sentences}): send fewer at a time",
-            )
         name = model.spec.name
-        deadline = time.monotonic() + settings.timeout
+        # While this request is cut into sentences, a free engine thread waits a moment for
+        # them (`Batcher.announce`): withdrawn once its first sentences are queued.
+        batcher, announced = state.batchers[name], [True]
+        batcher.announce()
 
-        async def submit(sentences, prefixes):
-            return await _submit(state, name, sentences, prefixes, parsed.options, deadline)
+        def queued():
+            if announced[0]:
+                announced[0] = False
+                batcher.withdraw()
 
-        results = await _run_plan(plan, submit)
+        try:
+            plan = await asyncio.to_thread(
+                plan_for,
+                model.engine,
+                parsed.texts,
+                language,
+                segment=segment,
+                prefixes=parsed.prefixes,
+            )
+            if len(plan.sentences) > settings.max_queue_sentences:  # Never queued.
+                raise ApiError(
+                    413,
+                    f"Invalid request: {len(plan.sentences)} sentences, more than the server "
+                    f"queues ({settings.max_queue_sentences}): send fewer at a time",
+                )
+            deadline = time.monotonic() + settings.timeout
+
+            async def submit(sentences, prefixes):
+                return await _submit(
+                    state, name, sentences, prefixes, parsed.options, deadline, queued
+                )
+
+            results = await _run_plan(plan, submit)
+        finally:
+            queued()  # Refused, failed, or nothing to translate.
         state.metrics.sentences.labels(name).inc(len(plan.sentences))
         state.metrics.characters.labels(name).inc(parsed.characters)
         translations = plan.assemble(results, parsed.alternatives + 1)
@@ -381,9 +397,10 @@ async def _run_plan(plan, submit):
         return done.value
 
 
-async def _submit(state, name, sentences, prefixes, options, deadline):
+async def _submit(state, name, sentences, prefixes, options, deadline, queued=None):
     """One batch of sentences through the model's batcher: its results, or the `ApiError` of
-    a full queue (503), the deadline (503), a bad option (400) or a failure (500)."""
+    a full queue (503), the deadline (503), a bad option (400) or a failure (500). `queued`:
+    called once the job is in the queue (or refused), before any wait."""
     batcher = state.batchers[name]
     try:
         future = batcher.submit(Job(sentences, prefixes, options))
@@ -391,6 +408,8 @@ async def _submit(state, name, sentences, prefixes, options, deadline):
         raise ApiError(503, f"Overloaded: {error}", {"Retry-After": "1"}) from None
     finally:
         state.metrics.queue.labels(name).set(batcher.depth)
+        if queued is not None:
+            queued()
     try:
         left = max(0.0, deadline - time.monotonic())
         return await asyncio.wait_for(asyncio.wrap_future(future), left)

@@ -20,7 +20,7 @@ import dataclasses
 import threading
 import time
 
-from keras_transformer.serving.settings import DEFAULT_BATCH_SENTENCES
+from keras_transformer.serving.settings import DEFAULT_ANNOUNCED_WAIT, DEFAULT_BATCH_SENTENCES
 from keras_transformer.translation import SearchOptions  # noqa: F401 (its old home)
 
 
@@ -63,6 +63,10 @@ class Batcher:
             Defaults to `None`.
         name: str. The threads' name. Defaults to `"batcher"`.
         workers: int. Engine calls run at once, each by its own thread. Defaults to `1`.
+        announced_wait: float. Seconds a free thread waits for the requests `announce`d
+            (being cut into sentences) before it runs a batch that is not full. Defaults to
+            `DEFAULT_ANNOUNCED_WAIT` (0.01, the server's `--announced-wait-ms` default); `0`
+            runs at once.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class Batcher:
         on_batch=None,
         name="batcher",
         workers=1,
+        announced_wait=DEFAULT_ANNOUNCED_WAIT,
     ):
         self.translate = translate
         self.max_batch_sentences = max_batch_sentences
@@ -82,6 +87,8 @@ class Batcher:
         self.on_batch = on_batch
         self._queue = collections.deque()
         self._queued_sentences = 0
+        self._announced = 0
+        self.announced_wait = announced_wait
         self._closing = False
         self._condition = threading.Condition()
         self._threads = [
@@ -111,6 +118,20 @@ class Batcher:
             self._condition.notify()
         return job.future
 
+    def announce(self):
+        """Says a request for this batcher is on its way (being read or cut into sentences):
+        a free thread waits for it (at most `announced_wait`) to batch it with the waiting
+        ones. Each `announce` is followed by one `withdraw`, once the request was submitted
+        or refused."""
+        with self._condition:
+            self._announced += 1
+
+    def withdraw(self):
+        """The announced request was submitted (or will not be)."""
+        with self._condition:
+            self._announced -= 1
+            self._condition.notify_all()
+
     def close(self, timeout=None):
         """Takes no new job, answers the queued ones, then stops the threads."""
         with self._condition:
@@ -129,6 +150,13 @@ class Batcher:
                 if self.max_wait > 0 and not self._closing:
                     deadline = self._queue[0].enqueued + self.max_wait
                     while self._queued_sentences < self.max_batch_sentences:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._condition.wait(left)
+                if self.announced_wait > 0 and not self._closing:
+                    deadline = time.monotonic() + self.announced_wait
+                    while self._announced > 0 and self._queued_sentences < self.max_batch_sentences:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             break

@@ -101,6 +101,13 @@ OPTIONS = {
         "milliseconds to wait for more requests before running a batch that is not full "
         "(default: %(default)s: run at once; requests arriving meanwhile make the next batch)",
     ),
+    # Seconds in `Settings`; the command line takes milliseconds (`--announced-wait-ms`).
+    "announced_wait": Option(
+        0.01,
+        "milliseconds a free engine thread waits for the requests still being cut into "
+        "sentences before it runs a batch that is not full: fewer, fuller engine calls "
+        "under load, no wait for a lone request (default: %(default)s; 0: run at once)",
+    ),
     "warmup": Option(
         DEFAULT_WARMUP,
         "compile before ready: 'default' every shape of the default search, 'full' the "
@@ -118,6 +125,7 @@ OPTIONS = {
 }
 # Most sentences merged into one engine call, unless the server is told otherwise.
 DEFAULT_BATCH_SENTENCES = OPTIONS["max_batch_sentences"].default
+DEFAULT_ANNOUNCED_WAIT = OPTIONS["announced_wait"].default
 
 
 def _default(name):
@@ -140,6 +148,8 @@ class Settings:
         max_batch_sentences: int. Most sentences merged into one engine call.
         max_queue_sentences: int. Most sentences waiting per model (503 beyond).
         batch_wait: float. Seconds to wait for more requests before a batch that is not full.
+        announced_wait: float. Seconds a free engine thread waits for the requests being cut
+            into sentences (`batching.Batcher.announce`) before a batch that is not full.
         cors_origins: tuple of str. Origins whose pages may call the API from a browser
             (`"*"`: any, as LibreTranslate allows); empty: none (same origin only).
         engine_calls: int. Engine calls run at once per model; `0`: the model's
@@ -169,6 +179,7 @@ class Settings:
     max_batch_sentences: int = _default("max_batch_sentences")
     max_queue_sentences: int = _default("max_queue_sentences")
     batch_wait: float = _default("batch_wait")
+    announced_wait: float = _default("announced_wait")
     cors_origins: tuple = _default("cors_origins")
     engine_calls: int = _default("engine_calls")
     segment: bool = _default("segment")

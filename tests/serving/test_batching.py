@@ -148,6 +148,40 @@ def test_batch_wait_gathers_requests_that_arrive_soon_after():
     batcher.close(5)
 
 
+def test_a_free_thread_waits_for_announced_requests_only():
+    batches = []
+    batcher = Batcher(
+        lambda sentences, prefixes, options: batches.append(sentences) or sentences,
+        max_batch_sentences=3,
+        announced_wait=5.0,
+    )
+    # Nothing announced: a lone request runs at once (no wait).
+    started = time.monotonic()
+    assert batcher.submit(Job(["lone"], None, SearchOptions())).result(5) == ["lone"]
+    assert time.monotonic() - started < 2.0
+    # Two requests on their way: the first queued waits for the second, one batch.
+    batcher.announce()
+    batcher.announce()
+    first = batcher.submit(Job(["a"], None, SearchOptions()))
+    batcher.withdraw()
+    time.sleep(0.2)
+    assert not first.done()  # Waiting for the announced one.
+    second = batcher.submit(Job(["b"], None, SearchOptions()))
+    batcher.withdraw()
+    assert first.result(5) == ["a"] and second.result(5) == ["b"]
+    assert batches == [["lone"], ["a", "b"]]
+    # A full batch does not wait, whatever is announced; the wait is bounded.
+    batcher.announce()
+    full = batcher.submit(Job(["c", "d", "e"], None, SearchOptions()))
+    assert full.result(2) == ["c", "d", "e"]
+    batcher.announced_wait = 0.3
+    started = time.monotonic()
+    assert batcher.submit(Job(["f"], None, SearchOptions())).result(5) == ["f"]
+    assert 0.25 < time.monotonic() - started < 3.0
+    batcher.withdraw()
+    batcher.close(5)
+
+
 def test_search_options_arguments_leave_unset_options_out():
     assert SearchOptions().arguments() == {}
     assert SearchOptions(beam_size=2, num_hypotheses=2).arguments() == {

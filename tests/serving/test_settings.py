@@ -14,7 +14,7 @@ from keras_transformer.serving.settings import DEFAULT_BATCH_SENTENCES, OPTIONS,
 pytestmark = pytest.mark.one_backend
 
 # The flags whose value is the setting in another unit or form.
-SCALES = {"batch_wait_ms": ("batch_wait", 1000)}
+SCALES = {"batch_wait_ms": ("batch_wait", 1000), "announced_wait_ms": ("announced_wait", 1000)}
 NOT_SETTINGS = {"model", "engine", "beam_sizes", "sampling", "debug", "framework_logs"}
 
 
