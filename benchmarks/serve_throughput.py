@@ -319,11 +319,11 @@ def offline(model_path, engine, sentences, max_batch, env, work):
 class ServerProcess:
     """A `keras-transformer serve` subprocess (as tests/serving/test_server.py starts one)."""
 
-    def __init__(self, model_path, engine, max_batch, batch_wait_ms, env):
+    def __init__(self, model_path, engine, max_batch, batch_wait_ms, env, announced_wait_ms=0):
         command = [
             SCRIPT, "serve", "--model", model_path, "--engine", engine, "--port", "0",
             "--max-batch-sentences", str(max_batch), "--batch-wait-ms", str(batch_wait_ms),
-            "--poll-seconds", "0",
+            "--announced-wait-ms", str(announced_wait_ms), "--poll-seconds", "0",
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command,
@@ -457,7 +457,9 @@ def benchmark(args, name, model_path, sentences, engine, env, work):
         )
     ]
     print(format_row(rows[-1]), flush=True)
-    server = ServerProcess(model_path, engine, args.max_batch, args.batch_wait_ms, env)
+    server = ServerProcess(
+        model_path, engine, args.max_batch, args.batch_wait_ms, env, args.announced_wait_ms
+    )
     try:
         ready_s = server.wait_ready()
         print(f"{name} / {engine}: server ready after {ready_s:.1f} s", flush=True)
@@ -547,7 +549,8 @@ def write_results(args, rows):
         "KERAS_BACKEND=tensorflow; "
         f"OMP_WAIT_POLICY={args.omp_wait_policy} for the CTranslate2 rows (column OMP), unset "
         f"for the Keras rows. Server: `keras-transformer serve --max-batch-sentences "
-        f"{args.max_batch} --batch-wait-ms {args.batch_wait_ms:g}`; each client thread sends "
+        f"{args.max_batch} --batch-wait-ms {args.batch_wait_ms:g} --announced-wait-ms "
+        f"{args.announced_wait_ms:g}`; each client thread sends "
         "one sentence per request (keep-alive). Offline: `engines.load_translator`, "
         f"`serving.models.warm(engine, {args.max_batch})`, one untimed and one timed "
         "`translate_texts(engine, all sentences, language='es')` (the server's segmentation). Ratio: sentences/s over the offline rate. CPU: "
@@ -625,6 +628,7 @@ def main():
     parser.add_argument("--clients", nargs="+", type=int, default=[1, 8, 32])
     parser.add_argument("--max-batch", type=int, default=32, help="the server's batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0)
+    parser.add_argument("--announced-wait-ms", type=float, default=0.0)
     parser.add_argument("--short-requests", type=int, default=50)
     parser.add_argument("--opus-pieces", type=int, default=32000)
     parser.add_argument("--opus-extra-length", type=int, default=8)

@@ -65,8 +65,8 @@ class Batcher:
         workers: int. Engine calls run at once, each by its own thread. Defaults to `1`.
         announced_wait: float. Seconds a free thread waits for the requests `announce`d
             (being cut into sentences) before it runs a batch that is not full. Defaults to
-            `DEFAULT_ANNOUNCED_WAIT` (0.01, the server's `--announced-wait-ms` default); `0`
-            runs at once.
+            `DEFAULT_ANNOUNCED_WAIT` (`0.0`, the server's `--announced-wait-ms` default: run
+            at once).
     """
 
     def __init__(

@@ -103,10 +103,11 @@ OPTIONS = {
     ),
     # Seconds in `Settings`; the command line takes milliseconds (`--announced-wait-ms`).
     "announced_wait": Option(
-        0.01,
+        0.0,
         "milliseconds a free engine thread waits for the requests still being cut into "
         "sentences before it runs a batch that is not full: fewer, fuller engine calls "
-        "under load, no wait for a lone request (default: %(default)s; 0: run at once)",
+        "under load, never a wait for a lone request; pays on tiny models only "
+        "(docs/serving.md; default: %(default)s, run at once)",
     ),
     "warmup": Option(
         DEFAULT_WARMUP,
