@@ -275,9 +275,9 @@ class ServedModel:
     def concurrent_calls(self):
         """How many engine calls the server runs at once for this model: a Keras
         `Translator`'s `concurrent_batches` (by default 2 for a compiled search on a machine of
-        2 cores or more: each keeps about one core busy), 1 for an eager search (PyTorch's
-        already uses every core), for CTranslate2 (its threads already share a call) and for
-        a SavedModel."""
+        2 cores or more: each keeps about one core busy), CTranslate2's workers
+        (`inter_threads`: 2 of one thread each on 2 cores or more), 1 for an eager search
+        (PyTorch's already uses every core) and for a SavedModel."""
         return self.engine.concurrency
 
     def check_options(self, options):
