@@ -130,7 +130,8 @@ class Batcher:
         """The announced request was submitted (or will not be)."""
         with self._condition:
             self._announced -= 1
-            self._condition.notify_all()
+            if self.announced_wait > 0:  # Else no thread waits for announced requests.
+                self._condition.notify_all()
 
     def close(self, timeout=None):
         """Takes no new job, answers the queued ones, then stops the threads."""
@@ -148,22 +149,22 @@ class Batcher:
                 if not self._queue:
                     return  # Closing, and nothing left to answer.
                 if self.max_wait > 0 and not self._closing:
-                    deadline = self._queue[0].enqueued + self.max_wait
-                    while self._queued_sentences < self.max_batch_sentences:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._condition.wait(left)
+                    self._wait_while(self._queue[0].enqueued + self.max_wait, lambda: True)
                 if self.announced_wait > 0 and not self._closing:
                     deadline = time.monotonic() + self.announced_wait
-                    while self._announced > 0 and self._queued_sentences < self.max_batch_sentences:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._condition.wait(left)
+                    self._wait_while(deadline, lambda: self._announced > 0)
                 jobs = self._take()
             if jobs:
                 self._process(jobs)
+
+    def _wait_while(self, deadline, waiting):
+        """Waits (under the lock) while the batch is not full and `waiting()`, until the
+        `time.monotonic()` `deadline`."""
+        while self._queued_sentences < self.max_batch_sentences and waiting():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._condition.wait(left)
 
     def _take(self):
         """The oldest job and the later ones with its options, up to `max_batch_sentences`
