@@ -168,11 +168,13 @@ def build_opus(work, pieces, extra_length, count=128):
 
 def bible_model(run, count):
     """`(path of the run's translator.keras, the first count lines of its test.src)`."""
-    path = os.path.join(run, "translator.keras")
-    with open(os.path.join(run, "test.src"), encoding="utf-8") as file:
-        sentences = [line.rstrip("\n") for line in file][:count]
-    if not os.path.exists(path) or not sentences:
+    path, source = os.path.join(run, "translator.keras"), os.path.join(run, "test.src")
+    if not os.path.exists(path) or not os.path.exists(source):
         raise SystemExit(f"--bible {run!r}: no translator.keras or test.src there")
+    with open(source, encoding="utf-8") as file:
+        sentences = [line.rstrip("\n") for line in file][:count]
+    if not sentences:
+        raise SystemExit(f"--bible {run!r}: its test.src is empty")
     return path, sentences
 
 
@@ -274,13 +276,13 @@ def child(args):
     calls = warm(engine, args.max_batch)
     warm_s = time.perf_counter() - started
 
-    # An untimed call first: one call of all sentences may batch them beyond the warm-up's
-    # `max_batch` (the translator's own `batch_size`), shapes the server never runs.
     # The server's work: each text cut into sentences (its `--segment` default, the
     # requests' source language), the sentences translated in one call.
     def translate():
         return translate_texts(engine, sentences, language=SOURCE_LANGUAGE)
 
+    # An untimed call first: one call of all sentences may batch them beyond the warm-up's
+    # `max_batch` (the translator's own `batch_size`), shapes the server never runs.
     translate()
     start, cpu = time.perf_counter(), time.process_time()
     outputs = translate()
