@@ -89,6 +89,7 @@ def add_serve_parser(subparsers):
         "--announced-wait-ms", type=non_negative_float, **_option("announced_wait", 1000)
     )
     parser.add_argument("--warmup", choices=WARMUPS, **_option("warmup"))
+    parser.add_argument("--background-warmup", action="store_true", **_option("background_warmup"))
     parser.add_argument(
         "--beam-sizes",
         type=_beam_sizes,
@@ -193,7 +194,14 @@ def run_serve(args):
     )
     policy = serving.SearchPolicy(beam_sizes=args.beam_sizes, sampling=args.sampling)
     models = [
-        serving.ServedModel(spec, args.engine, max_batch, args.warmup, policy=policy)
+        serving.ServedModel(
+            spec,
+            args.engine,
+            max_batch,
+            args.warmup,
+            policy=policy,
+            background_warmup=args.background_warmup,
+        )
         for spec in specs
     ]
     try:

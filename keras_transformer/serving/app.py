@@ -520,7 +520,14 @@ def _beam_sizes(state):
 def _ready(state):
     async def ready(request):
         models = [
-            {"model": model.spec.name, "path": model.directory, "version": model.version}
+            {
+                "model": model.spec.name,
+                "path": model.directory,
+                "version": model.version,
+                # `--background-warmup`: the most sentences per engine call while it runs.
+                "warm_sentences": model.warm_sentences
+                or (model.max_batch_sentences if model.warm else 0),
+            }
             for model in state.models
         ]
         status = 200 if state.status == "ready" else 503

@@ -132,8 +132,19 @@ def warm(engine, max_batch_sentences, warmup=DEFAULT_WARMUP, extra_searches=()):
     Returns:
         int, the number of warm-up calls made.
     """
+    calls = warmup_calls(engine, max_batch_sentences, warmup, extra_searches)
+    for options, request in calls:
+        engine.run(request.sentences, options, request.prefixes)
+    return len(calls)
+
+
+def warmup_calls(engine, max_batch_sentences, warmup=DEFAULT_WARMUP, extra_searches=()):
+    """`warm`'s calls, as `(options, WarmupRequest)`, by their number of sentences (the
+    engine's order within each number): every search and source bucket of one sentence,
+    then of two, and so on (a background warm-up serves meanwhile in batches of the sizes
+    done)."""
     if warmup == NO_WARMUP:
-        return 0
+        return []
     requests = [
         request
         for request in engine.warmup_requests(max_batch_sentences)
@@ -146,9 +157,7 @@ def warm(engine, max_batch_sentences, warmup=DEFAULT_WARMUP, extra_searches=()):
             for request in requests
             if request.options.num_hypotheses is None  # Not the n-best call: same searches.
         ]
-    for options, request in calls:
-        engine.run(request.sentences, options, request.prefixes)
-    return len(calls)
+    return sorted(calls, key=lambda call: len(call[1].sentences))  # Stable.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +240,11 @@ class ServedModel:
             `keras_transformer.serving` logger.
         policy: `SearchPolicy`. The searches clients may ask for (warmed up too). Defaults
             to `None`: `SearchPolicy()`, the model's own beam size, no sampling.
+        background_warmup: bool. `warm_up` runs the warm-up calls of one sentence only (every
+            search and source bucket, which any request can then be cut into) and leaves the
+            others to `warm_rest`; until those are done, `translate` cuts a batch into engine
+            calls of the most sentences already warm (`warm_sentences`), so that no request
+            compiles a search. Defaults to `False`: `warm_up` runs them all.
     """
 
     def __init__(
@@ -241,6 +255,7 @@ class ServedModel:
         warmup=OPTIONS["warmup"].default,
         log=None,
         policy=None,
+        background_warmup=OPTIONS["background_warmup"].default,
     ):
         self.spec = spec
         self.policy = policy or SearchPolicy()
@@ -252,6 +267,11 @@ class ServedModel:
         self.version = None
         self.directory = None
         self.warm = False
+        self.background_warmup = background_warmup
+        # The most sentences per engine call whose searches are all warm, while the
+        # background warm-up runs (`None`: any number).
+        self.warm_sentences = None
+        self._pending = []  # The background warm-up's calls, by number of sentences.
         # `(version, listing)` of the newest version seen at the last poll, and of the last
         # one that failed to load (not tried again while its listing stays the same).
         self._seen = None
@@ -267,10 +287,46 @@ class ServedModel:
             self.engine, self.directory, self.version = engine, location.path, location.version
 
     def warm_up(self):
-        """Warms the engine being served; returns the number of warm-up calls."""
-        calls = self._warm(self.engine)
+        """Warms the engine being served (with `background_warmup`, for one sentence per
+        call); returns the number of warm-up calls made."""
+        engine = self.engine
+        calls = warmup_calls(
+            engine, self.max_batch_sentences, self.warmup, self.policy.extra_searches(engine)
+        )
+        if self.background_warmup:
+            self._pending = [call for call in calls if len(call[1].sentences) > 1]
+            calls = calls[: len(calls) - len(self._pending)]
+            if self._pending:
+                self.warm_sentences = 1
+        for options, request in calls:
+            engine.run(request.sentences, options, request.prefixes)
         self.warm = True
-        return calls
+        return len(calls)
+
+    def warm_rest(self, log=None):
+        """Runs the warm-up calls `warm_up` left to the background, fewest sentences first,
+        raising `warm_sentences` as each number of sentences is done; returns the number of
+        calls made. Stops early (`warm_sentences` then `None`) if a newer version, warm
+        already, replaced the engine meanwhile.
+
+        Args:
+            log: optional callable `(str)`: told each number of sentences done.
+        """
+        engine, pending, self._pending = self.engine, self._pending, []
+        made = 0
+        for number, (options, request) in enumerate(pending):
+            if self.engine is not engine:
+                break
+            engine.run(request.sentences, options, request.prefixes)
+            made += 1
+            size = len(request.sentences)
+            if number + 1 == len(pending) or len(pending[number + 1][1].sentences) > size:
+                if self.engine is engine:
+                    self.warm_sentences = size
+                if log is not None:
+                    log(f"model {self.spec.name}: warm for {size} sentences per call")
+        self.warm_sentences = None
+        return made
 
     def concurrent_calls(self):
         """How many engine calls the server runs at once for this model: a Keras
@@ -292,8 +348,16 @@ class ServedModel:
 
     def translate(self, sentences, prefixes, options):
         """The engine's results for one batch (`Batcher`'s `translate`): the engine being
-        served when the batch starts answers all of it."""
-        return self.engine.run(sentences, options, prefixes)
+        served when the batch starts answers all of it, in calls of at most `warm_sentences`
+        sentences while a background warm-up runs."""
+        engine, most = self.engine, self.warm_sentences
+        if most is None or len(sentences) <= most:
+            return engine.run(sentences, options, prefixes)
+        results = []
+        for start in range(0, len(sentences), most):
+            part = None if prefixes is None else prefixes[start : start + most]
+            results += engine.run(sentences[start : start + most], options, part)
+        return results
 
     def update(self):
         """Loads, warms and serves a newer version of a base path, once it is complete.
@@ -335,6 +399,7 @@ class ServedModel:
                 return None
             previous = self.version
             self.engine, self.directory, self.version = engine, directory, version
+            self.warm_sentences = None  # Warm for every shape (`warm` ran all its calls).
         self.log(
             f"{self.spec.name}: serving version {version} ({directory}; {calls} warm-up calls, "
             f"{time.perf_counter() - started:.1f} s), was {previous}"

@@ -176,8 +176,10 @@ def _warm(state, log, url):
         for model in state.models:
             started = time.perf_counter()
             calls = model.warm_up()
+            later = "" if model.warm_sentences is None else "; larger batches in the background"
             log(
-                f"model {model.spec.name}: warm ({calls} warm-up calls, {time.perf_counter() - started:.1f} s)"
+                f"model {model.spec.name}: warm ({calls} warm-up calls, "
+                f"{time.perf_counter() - started:.1f} s{later})"
             )
     except Exception as error:  # The server stays up and not ready; /health says so.
         LOG.exception("warm-up failed")
@@ -186,6 +188,19 @@ def _warm(state, log, url):
     if state.status == "warming":
         state.set_status("ready")
         log(f"ready: {url}")
+    for model in state.models:  # `--background-warmup`: the larger batches, while serving.
+        if model.warm_sentences is None:
+            continue
+        started = time.perf_counter()
+        try:
+            calls = model.warm_rest(log)
+        except Exception:  # Served as it is: batches of the sizes warm, as now.
+            LOG.exception("background warm-up failed")
+            continue
+        log(
+            f"model {model.spec.name}: warm for every batch ({calls} background warm-up "
+            f"calls, {time.perf_counter() - started:.1f} s)"
+        )
 
 
 def _watch(state, poll_seconds, stop):

@@ -114,6 +114,12 @@ OPTIONS = {
         "compile before ready: 'default' every shape of the default search, 'full' the "
         "target-prefix searches too, 'none' nothing (default: %(default)s)",
     ),
+    "background_warmup": Option(
+        False,
+        "answer ready once every search is warm for one sentence per call (each source "
+        "bucket), and compile the larger batches afterwards while serving, in batches of "
+        "the sizes already warm: ready in seconds instead of minutes (docs/serving.md)",
+    ),
     "segment": Option(
         True,
         "translate each line of a text whole instead of sentence by sentence, as before 0.4: "

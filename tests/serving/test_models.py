@@ -49,6 +49,54 @@ def test_warm_up_then_merged_batches_translate_as_the_translator(number_translat
     batcher.close(10)
 
 
+class _Recording:
+    """An engine that records the number of sentences of each `run`."""
+
+    def __init__(self, engine):
+        self.engine, self.runs = engine, []
+
+    def run(self, sentences, options=None, prefixes=None):
+        self.runs.append(len(sentences))
+        return self.engine.run(sentences, options, prefixes)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_a_background_warm_up_serves_in_warm_sizes_and_no_request_compiles(
+    number_translator, tmp_path
+):
+    translator, _, keras_path = number_translator
+    shutil.copy(keras_path, tmp_path / "translator.keras")
+    model = ServedModel(ModelSpec(str(tmp_path)), max_batch_sentences=4, background_warmup=True)
+    model.load()
+    model.engine = engine = _Recording(model.engine)
+    expected = translator(SENTENCES[:5])
+    calls = model.warm_up()
+    if not engine.capabilities.compiles_shapes:  # One call loads what is lazy: nothing left.
+        assert calls == 1 and model.warm_sentences is None and model.warm_rest() == 0
+        return
+    # Buckets 16 and 32 (the number model's), one sentence each, and the n-best call; the
+    # batches of 2 and 4 wait for the background.
+    assert (calls, engine.runs, model.warm_sentences) == (3, [1, 1, 1], 1)
+    traced = engine.generator.trace_count
+    engine.runs.clear()
+    texts = [t.text for t in model.translate(SENTENCES[:5], None, SearchOptions())]
+    assert (texts, engine.runs) == (expected, [1] * 5)
+    assert engine.generator.trace_count == traced  # No request compiled a search.
+    lines = []
+    assert model.warm_rest(lines.append) == 4  # 2 and 4 sentences, in both buckets.
+    assert [line.split(": ")[1] for line in lines] == [
+        "warm for 2 sentences per call",
+        "warm for 4 sentences per call",
+    ]
+    assert model.warm_sentences is None and engine.generator.trace_count > traced
+    traced = engine.generator.trace_count
+    engine.runs.clear()
+    texts = [t.text for t in model.translate(SENTENCES[:4], None, SearchOptions())]
+    assert (texts, engine.runs, engine.generator.trace_count) == (expected[:4], [4], traced)
+
+
 @pytest.mark.one_backend
 def test_a_version_that_fails_to_load_is_logged_once_and_the_served_one_stays(
     number_translator, tmp_path

@@ -123,6 +123,7 @@ def served(number_translator, tmp_path_factory):
         "8",
         "--poll-seconds",
         "0.5",
+        "--background-warmup",  # The first tests run while the larger batches compile.
     )
     server.url = server.wait_for(r"ready: (http://\S+)").group(1)
     sources = [source for source, _ in test_pairs[:64]]
@@ -168,6 +169,19 @@ def test_32_concurrent_clients_get_the_offline_translations(served):
     assert float(merged.group(1)) > float(batches.group(1))  # Requests were merged.
 
 
+def test_the_background_warm_up_ends_with_every_batch_warm(served):
+    server = served[0]
+    # Ready after 3 calls (buckets 16 and 32 of one sentence, the n-best call), then 2, 4
+    # and 8 sentences in both buckets while the tests above were served.
+    assert server.wait_for(r"warm \((\d+) warm-up calls.*in the background\)").group(1) == "3"
+    calls = server.wait_for(r"warm for every batch \((\d+) background warm-up calls").group(1)
+    assert calls == "6"
+    steps = [re.search(r"warm for (\d+) sentences per call", line) for line in server.lines]
+    assert [int(step.group(1)) for step in steps if step] == [2, 4, 8]
+    status, health = call(server.url, "/health/ready")
+    assert status == 200 and health["models"][0]["warm_sentences"] == 8
+
+
 def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
     server, _, _, _ = served
     url = server.url
@@ -198,7 +212,9 @@ def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
         200,
         {
             "status": "ready",
-            "models": [{"model": "es:en", "path": str(served[2] / "1"), "version": 1}],
+            "models": [
+                {"model": "es:en", "path": str(served[2] / "1"), "version": 1, "warm_sentences": 8}
+            ],
         },
     )
     assert translate(url, "tres")[0] == 200

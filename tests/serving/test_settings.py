@@ -70,5 +70,6 @@ def test_batch_size_defaults_are_the_table():
     for function in (Batcher.__init__, ServedModel.__init__):
         default = inspect.signature(function).parameters["max_batch_sentences"].default
         assert default == DEFAULT_BATCH_SENTENCES, function
-    warmup = inspect.signature(ServedModel.__init__).parameters["warmup"].default
-    assert warmup == OPTIONS["warmup"].default
+    for name in ("warmup", "background_warmup"):
+        default = inspect.signature(ServedModel.__init__).parameters[name].default
+        assert default == OPTIONS[name].default, name
