@@ -283,7 +283,7 @@ class ServedModel:
         (`engines.locate`). Raises what `load_translator` raises."""
         with self._lock:
             location = locate(self.spec.path, self.engine_name)
-            engine = open_engine(location)
+            engine = self._bound_batches(open_engine(location))
             self.engine, self.directory, self.version = engine, location.path, location.version
 
     def warm_up(self):
@@ -342,6 +342,17 @@ class ServedModel:
         self.policy.check(self.engine, options)
         self.engine.check(options)
 
+    def _bound_batches(self, engine):
+        """`engine`, searching batches of at most `max_batch_sentences` rows when it compiles
+        a search per shape (a Keras `Translator`: its `batch_size`, 64 by default): the
+        warm-up compiles those (its largest batch), and a request of more sentences is
+        searched in several of them (sorted by length, two at once) instead of compiling a
+        larger shape after ready."""
+        size = getattr(engine, "batch_size", None)
+        if engine.capabilities.compiles_shapes and size and size > self.max_batch_sentences:
+            engine.batch_size = self.max_batch_sentences
+        return engine
+
     def _warm(self, engine):
         extra = self.policy.extra_searches(engine)
         return warm(engine, self.max_batch_sentences, self.warmup, extra)
@@ -386,7 +397,7 @@ class ServedModel:
                 location = Location(
                     directory, self.engine_name or detect_engine(directory), version
                 )
-                engine = open_engine(location)
+                engine = self._bound_batches(open_engine(location))
                 started = time.perf_counter()
                 calls = self._warm(engine)
             except Exception as error:  # A bad version never stops the served one.

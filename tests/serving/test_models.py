@@ -93,8 +93,11 @@ def test_a_background_warm_up_serves_in_warm_sizes_and_no_request_compiles(
     assert model.warm_sentences is None and engine.generator.trace_count > traced
     traced = engine.generator.trace_count
     engine.runs.clear()
-    texts = [t.text for t in model.translate(SENTENCES[:4], None, SearchOptions())]
-    assert (texts, engine.runs, engine.generator.trace_count) == (expected[:4], [4], traced)
+    # More sentences than the warm-up's largest batch: one call, searched in batches of 4
+    # (`batch_size` bounded by `max_batch_sentences`), not a larger shape compiled.
+    texts = [t.text for t in model.translate(SENTENCES[:5], None, SearchOptions())]
+    assert (texts, engine.runs, engine.generator.trace_count) == (expected, [5], traced)
+    assert engine.batch_size == 4 and translator.batch_size > 4
 
 
 @pytest.mark.one_backend
