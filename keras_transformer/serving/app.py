@@ -524,9 +524,7 @@ def _ready(state):
                 "model": model.spec.name,
                 "path": model.directory,
                 "version": model.version,
-                # `--background-warmup`: the most sentences per engine call while it runs.
-                "warm_sentences": model.warm_sentences
-                or (model.max_batch_sentences if model.warm else 0),
+                "warm_sentences": model.warm_batch_sentences,
             }
             for model in state.models
         ]
@@ -548,6 +546,7 @@ def _metrics(state):
             state.metrics.version.labels(model.spec.name).set(
                 -1 if model.version is None else model.version
             )
+            state.metrics.warm_sentences.labels(model.spec.name).set(model.warm_batch_sentences)
         body, content_type = state.metrics.exposition()
         return Response(body, media_type=content_type)
 

@@ -11,6 +11,7 @@
 | `keras_transformer_batch_seconds` | histogram | `model` |
 | `keras_transformer_queue_sentences` | gauge | `model` |
 | `keras_transformer_model_version` | gauge | `model` (`-1`: no versions) |
+| `keras_transformer_warm_sentences` | gauge | `model` (most sentences per engine call: below `--max-batch-sentences` during a background warm-up, 0 before warm) |
 | `keras_transformer_ready` | gauge | (1 once warm, 0 while warming or draining) |
 """
 
@@ -69,6 +70,9 @@ class Metrics:
         )
         self.queue = metric(Gauge, "queue_sentences", "Sentences waiting", ("model",))
         self.version = metric(Gauge, "model_version", "Version served (-1: none)", ("model",))
+        self.warm_sentences = metric(
+            Gauge, "warm_sentences", "Most sentences per engine call for now", ("model",)
+        )
         self.ready = metric(Gauge, "ready", "1 when the server takes translations")
 
     def batch_observer(self, model):

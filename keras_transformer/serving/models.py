@@ -303,6 +303,13 @@ class ServedModel:
         self.warm = True
         return len(calls)
 
+    @property
+    def warm_batch_sentences(self):
+        """The most sentences per engine call for now, as `/health` and `/metrics` report
+        it: `warm_sentences` while a background warm-up runs, `max_batch_sentences` once
+        warm, `0` before."""
+        return self.warm_sentences or (self.max_batch_sentences if self.warm else 0)
+
     def warm_rest(self, log=None):
         """Runs the warm-up calls `warm_up` left to the background, fewest sentences first,
         raising `warm_sentences` as each number of sentences is done; returns the number of

@@ -180,6 +180,8 @@ def test_the_background_warm_up_ends_with_every_batch_warm(served):
     assert [int(step.group(1)) for step in steps if step] == [2, 4, 8]
     status, health = call(server.url, "/health/ready")
     assert status == 200 and health["models"][0]["warm_sentences"] == 8
+    _, metrics = call(server.url, "/metrics")
+    assert 'keras_transformer_warm_sentences{model="es:en"} 8.0' in metrics
 
 
 def test_bad_input_gets_its_status_and_the_server_stays_healthy(served):
