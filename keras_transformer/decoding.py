@@ -30,6 +30,7 @@ penalty (Wu et al., 2016), the setting the Transformer paper uses for translatio
 (beam size 4, `alpha=0.6`).
 """
 
+import functools
 from typing import Any, NamedTuple
 
 import keras
@@ -202,6 +203,8 @@ def greedy_search(
     seed=None,
     select_sources=None,
     shrink_by=16,
+    cache_lengths=None,
+    grow_cache=None,
 ):
     """Batched greedy decoding: at every step take the most probable next token.
 
@@ -239,6 +242,9 @@ def greedy_search(
             `beam_search` (not when sampling, whose draws are the whole batch's). Defaults to
             `None`: the whole batch to the end.
         shrink_by: int `>= 2`, or `None` (do not shrink). Defaults to `16`.
+        cache_lengths: optional increasing ints below `max_new_tokens`, with `grow_cache`: a
+            cache that grows as the search writes it, as in `beam_search`. Defaults to `None`.
+        grow_cache: callable `(cache, length) -> cache`, with `cache_lengths`.
 
     Returns:
         A tuple `(sequences, scores)`:
@@ -283,6 +289,7 @@ def greedy_search(
 
     if shrink_by is not None:
         check_int("shrink_by", shrink_by, minimum=2)
+    lengths = _check_cache_lengths(cache_lengths, grow_cache, max_new_tokens)
 
     batch_size = ops.shape(start_tokens)[0]
     positions = ops.arange(max_new_tokens, dtype="int32")[None, :]  # (1, max_new_tokens)
@@ -293,13 +300,13 @@ def greedy_search(
             return finished
         return ops.logical_or(finished, ops.greater_equal(index, max_lengths))
 
-    def search(state, max_lengths, prefix, next_rows):
+    def search(state, length, max_lengths, prefix, next_rows):
         """Runs the loop until every row is done, or (`next_rows`) until at most
-        `next_rows` rows are still searching."""
+        `next_rows` rows are still searching, or the step index reaches `length`."""
 
         def condition(state):
             done = stopped(state.finished, state.index, max_lengths)
-            return _go_on(state.index, done, max_new_tokens, next_rows)
+            return _go_on(state.index, done, length, next_rows)
 
         def body(state):
             index, finished = state.index, state.finished
@@ -334,10 +341,22 @@ def greedy_search(
         finished=ops.zeros((batch_size,), dtype="bool"),
         seed=seed_state,
     )
+
+    def grow(state, length):
+        seed = state.seed
+        if sampling is None:  # Unused, made anew (see the shrinking loops below).
+            seed = ops.zeros(ops.shape(seed), keras.backend.standardize_dtype(seed.dtype))
+        return state._replace(cache=grow_cache(state.cache, length), seed=seed)
+
     shrinks = select_sources is not None and sampling is None
     sizes = _shrinking_sizes(batch_size, shrink_by if shrinks else None)
     if len(sizes) == 1:
-        state = search(state, max_lengths, prefix, None)
+        state = _grown_search(
+            state,
+            lengths,
+            grow,
+            functools.partial(search, max_lengths=max_lengths, prefix=prefix, next_rows=None),
+        )
         return state.sequences, state.scores
 
     # As in `beam_search`: a stopped row never changes, so the batch goes on with the rows
@@ -345,7 +364,12 @@ def greedy_search(
     sequences, scores = state.sequences, state.scores
     elements = ops.arange(batch_size, dtype="int32")  # The batch row of each row.
     for rows, next_rows in zip(sizes, [*sizes[1:], None], strict=True):
-        state = search(state, max_lengths, prefix, next_rows)
+        state = _grown_search(
+            state,
+            lengths if rows == batch_size else lengths[-1:],
+            grow,
+            functools.partial(search, max_lengths=max_lengths, prefix=prefix, next_rows=next_rows),
+        )
         sequences = ops.scatter_update(sequences, elements[:, None], state.sequences)
         scores = ops.scatter_update(scores, elements[:, None], state.scores)
         if next_rows is None:
@@ -391,6 +415,8 @@ def beam_search(
     patience=None,
     select_sources=None,
     shrink_by=16,
+    cache_lengths=None,
+    grow_cache=None,
 ):
     """Batched beam search with the GNMT length penalty, as in the Transformer paper.
 
@@ -469,6 +495,17 @@ def beam_search(
             a batch of 16 to 255 elements (on the 300 Bible test verses, batches of 64 and
             patience 2: 34 % less CPU than not shrinking, a first call of 11.2 s instead of
             9.3 on TensorFlow; 4 saved a few % more and took 20 s).
+        cache_lengths: optional increasing ints, each `>= 1` and below `max_new_tokens`, with
+            `grow_cache`: a cache that grows as the search writes it. `cache` holds
+            `cache_lengths[0]` positions; the search runs while the step index is below it,
+            then has `grow_cache` make it `cache_lengths[1]` positions long (then
+            `max_new_tokens`) and goes on (static shapes: one more loop per length; a
+            shrinking search's smaller batches run at `max_new_tokens`). `next_logits` must
+            read the number of positions from the cache it is given. The results are those
+            of a cache of `max_new_tokens` positions from the start. Defaults to `None`.
+        grow_cache: callable `(cache, length) -> cache`, with `cache_lengths`: the cache
+            (of the whole batch, all beams) with room for `length` positions, those written
+            kept.
 
     Returns:
         A tuple `(sequences, scores)`, best first:
@@ -514,6 +551,7 @@ def beam_search(
     prefix = _check_prefix(prefix, max_new_tokens)
     if shrink_by is not None:
         check_int("shrink_by", shrink_by, minimum=2)
+    lengths = _check_cache_lengths(cache_lengths, grow_cache, max_new_tokens)
     ended_needed = _ended_needed(patience, beam_size)
 
     batch_size = ops.shape(start_tokens)[0]
@@ -538,14 +576,15 @@ def beam_search(
             done = ops.logical_or(done, ops.greater_equal(state.index, max_lengths))
         return done
 
-    def search(state, max_lengths, prefix, rows, next_rows):
+    def search(state, length, max_lengths, prefix, rows, next_rows):
         """Runs the loop on a batch of `rows` elements until every element is done, or
-        (`next_rows`) until at most `next_rows` of them are still searching."""
+        (`next_rows`) until at most `next_rows` of them are still searching, or the step
+        index reaches `length` (the positions of the cache)."""
         # Row offset of each example in the flattened (batch * beam_size) cache.
         row_offsets = ops.arange(rows, dtype="int32")[:, None] * beam_size  # (batch, 1)
 
         def condition(state):
-            return _go_on(state.index, element_done(state, max_lengths), max_new_tokens, next_rows)
+            return _go_on(state.index, element_done(state, max_lengths), length, next_rows)
 
         def body(state):
             done = element_done(state, max_lengths)
@@ -607,7 +646,14 @@ def beam_search(
     )
     sizes = _shrinking_sizes(batch_size, shrink_by if select_sources is not None else None)
     if len(sizes) == 1:
-        state = search(state, max_lengths, prefix, batch_size, None)
+        state = _grown_search(
+            state,
+            lengths,
+            _grow_state(grow_cache),
+            functools.partial(
+                search, max_lengths=max_lengths, prefix=prefix, rows=batch_size, next_rows=None
+            ),
+        )
         return final(state, max_lengths)
 
     # A batch that shrinks: once at most `sizes[i + 1]` of its elements are still searching,
@@ -617,7 +663,15 @@ def beam_search(
     scores = ops.zeros((batch_size, beam_size), "float32")
     elements = ops.arange(batch_size, dtype="int32")  # The batch element of each row.
     for rows, next_rows in zip(sizes, [*sizes[1:], None], strict=True):
-        state = search(state, max_lengths, prefix, rows, next_rows)
+        # The whole batch through every cache length; the smaller ones at the last.
+        state = _grown_search(
+            state,
+            lengths if rows == batch_size else lengths[-1:],
+            _grow_state(grow_cache),
+            functools.partial(
+                search, max_lengths=max_lengths, prefix=prefix, rows=rows, next_rows=next_rows
+            ),
+        )
         found_sequences, found_scores = final(state, max_lengths)
         sequences = ops.scatter_update(sequences, elements[:, None], found_sequences)
         scores = ops.scatter_update(scores, elements[:, None], found_scores)
@@ -766,11 +820,11 @@ def _ended_needed(patience, beam_size):
     return None if patience is None else round(patience * beam_size)
 
 
-def _go_on(index, done, max_new_tokens, next_rows):
-    """Whether a search loop goes on: below `max_new_tokens` and some row not `done` (bool
-    `(rows,)`), and, in a loop that hands over to a smaller batch, more than `next_rows`
-    rows still searching."""
-    go_on = ops.logical_and(ops.less(index, max_new_tokens), ops.logical_not(ops.all(done)))
+def _go_on(index, done, length, next_rows):
+    """Whether a search loop goes on: below `length` (`max_new_tokens`, or the positions of
+    a growing cache) and some row not `done` (bool `(rows,)`), and, in a loop that hands over
+    to a smaller batch, more than `next_rows` rows still searching."""
+    go_on = ops.logical_and(ops.less(index, length), ops.logical_not(ops.all(done)))
     if next_rows is None:
         return go_on
     searching = ops.sum(ops.cast(ops.logical_not(done), "int32"))
@@ -795,6 +849,47 @@ def _shrinking_sizes(batch_size, shrink_by):
     while sizes[-1] // shrink_by >= 1:
         sizes.append(sizes[-1] // shrink_by)
     return sizes
+
+
+def _check_cache_lengths(cache_lengths, grow_cache, max_new_tokens):
+    """The lengths a search's cache goes through, `max_new_tokens` last (`cache_lengths`
+    and `grow_cache` checked: both or neither)."""
+    if cache_lengths is None and grow_cache is None:
+        return [max_new_tokens]
+    if cache_lengths is None or grow_cache is None:
+        raise ValueError(
+            "`cache_lengths` and `grow_cache` go together. Received: "
+            f"cache_lengths={cache_lengths!r}, grow_cache={grow_cache!r}"
+        )
+    lengths = list(cache_lengths)
+    if any(isinstance(length, bool) or not isinstance(length, int) for length in lengths) or any(
+        not 1 <= first < second for first, second in zip(lengths, [*lengths[1:], max_new_tokens])
+    ):
+        raise ValueError(
+            "`cache_lengths` must be increasing ints >= 1, below `max_new_tokens` "
+            f"({max_new_tokens}). Received: cache_lengths={cache_lengths!r}"
+        )
+    return [*lengths, max_new_tokens]
+
+
+def _grown_search(state, lengths, grow, search):
+    """`search(state, length)` run for each of `lengths` in turn, the state's cache grown
+    by `grow(state, length)` between them (a loop stopped for another reason ends the next
+    ones at once)."""
+    for number, length in enumerate(lengths):
+        if number:
+            state = grow(state, length)
+        state = search(state, length)
+    return state
+
+
+def _grow_state(grow_cache):
+    """`_grown_search`'s `grow` for a loop state whose `cache` `grow_cache` grows."""
+
+    def grow(state, length):
+        return state._replace(cache=grow_cache(state.cache, length))
+
+    return grow
 
 
 def select_rows(tree, sources, beam_size):

@@ -712,6 +712,122 @@ def test_a_shrinking_batch_takes_fewer_rows_per_step():
         assert rows == [32, 32, *[2] * 10]
 
 
+class BufferStub:
+    """`RandomRecurrentStub` whose logits also read every token written so far from a token
+    buffer in its cache, `(batch, length)`: the number of positions is read from the buffer,
+    so the cache may grow (`cache_lengths`, `grow`). Records the lengths it was called with."""
+
+    def __init__(self, stub):
+        self.stub = stub
+        rng = np.random.default_rng(7)
+        size = stub.vocabulary_size
+        self.mix = ops.convert_to_tensor(rng.normal(size=(size, size)).astype("float32"))
+        self.lengths = set()
+
+    def initial_cache(self, memory, length):
+        buffer = ops.zeros((len(memory), length), "int32")
+        return {"inner": self.stub.initial_cache(memory), "buffer": buffer}
+
+    def __call__(self, tokens, cache, index):
+        length = int(ops.shape(cache["buffer"])[1])
+        self.lengths.add(length)
+        positions = ops.arange(length, dtype="int32")[None, :]
+        buffer = ops.where(positions == index, tokens, cache["buffer"])
+        written = ops.cast(positions <= index, "float32")[:, :, None]
+        counts = ops.sum(ops.one_hot(buffer, self.stub.vocabulary_size) * written, axis=1)
+        logits, inner = self.stub(tokens, cache["inner"], index)
+        return logits + 0.5 * ops.matmul(counts, self.mix), {"inner": inner, "buffer": buffer}
+
+    @staticmethod
+    def grow(cache, length):
+        buffer = cache["buffer"]
+        grown = ops.pad(buffer, [(0, 0), (0, length - int(ops.shape(buffer)[1]))])
+        return {**cache, "buffer": grown}
+
+
+def growing_problem(length):
+    """`shrinking_problem` with a `BufferStub` whose buffer starts with `length` positions."""
+    problem = shrinking_problem()
+    stub = BufferStub(problem["next_logits"])
+    memory = stub.stub.memory(13, seed=4)
+    return stub, {**problem, "next_logits": stub, "cache": stub.initial_cache(memory, length)}
+
+
+@pytest.mark.parametrize("patience", [None, 2])
+@pytest.mark.parametrize("shrink", [False, True])
+def test_a_growing_cache_finds_what_a_whole_cache_finds(patience, shrink):
+    # `cache_lengths` and `grow_cache`: the cache starts with 2 positions and grows to 4, 8,
+    # then `max_new_tokens` (10) as the search reaches its end; every example's hypotheses
+    # and scores are those of a cache of 10 positions from the start, with its own most
+    # tokens and prefix, whether the batch shrinks too or not.
+    found, lengths = [], []
+    for cache_lengths in (None, [2, 4, 8]):
+        stub, problem = growing_problem(10 if cache_lengths is None else 2)
+        growth = {} if cache_lengths is None else {"cache_lengths": cache_lengths}
+        found.append(
+            to_numpy(
+                *beam_search(
+                    **problem,
+                    **growth,
+                    grow_cache=stub.grow if cache_lengths else None,
+                    beam_size=4,
+                    alpha=0.6,
+                    patience=patience,
+                    select_sources=functools.partial(select_rows, beam_size=4) if shrink else None,
+                    shrink_by=4,
+                )
+            )
+        )
+        lengths.append(stub.lengths)
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
+    assert lengths == [{10}, {2, 4, 8, 10}]  # The steps read a buffer of each length.
+    assert (found[0][0][3, 0, :2] == [A, B]).all() and found[0][0][7, 0, 0] == C
+    assert len({tuple(row) for row in found[0][0][:, 0]}) > 13 // 2
+
+
+@pytest.mark.parametrize("shrink", [False, True])
+def test_a_growing_greedy_cache_finds_what_a_whole_cache_finds(shrink):
+    found = []
+    for cache_lengths in (None, [3, 6]):
+        stub, problem = growing_problem(10 if cache_lengths is None else 3)
+        growth = {} if cache_lengths is None else {"cache_lengths": cache_lengths}
+        select = functools.partial(select_rows, beam_size=1) if shrink else None
+        found.append(
+            to_numpy(
+                *greedy_search(
+                    **problem,
+                    **growth,
+                    grow_cache=stub.grow if cache_lengths else None,
+                    select_sources=select,
+                    shrink_by=2,
+                )
+            )
+        )
+        assert stub.lengths == ({10} if cache_lengths is None else {3, 6, 10})
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-6)
+    ended = (found[0][0] == END).any(axis=1)
+    assert 0 < ended.sum() < 13
+
+
+@pytest.mark.parametrize("search", [beam_search, greedy_search])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"cache_lengths": [2]}, "go together"),
+        ({"grow_cache": BufferStub.grow}, "go together"),
+        ({"cache_lengths": [2, 2], "grow_cache": BufferStub.grow}, r"cache_lengths=\[2, 2\]"),
+        ({"cache_lengths": [0], "grow_cache": BufferStub.grow}, r"cache_lengths=\[0\]"),
+        ({"cache_lengths": [4], "grow_cache": BufferStub.grow}, r"below `max_new_tokens` \(4\)"),
+        ({"cache_lengths": [1.5], "grow_cache": BufferStub.grow}, r"cache_lengths=\[1.5\]"),
+    ],
+)
+def test_bad_cache_lengths_raise_value_error_naming_them(search, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        search(bigram(GREEDY_TABLE), {}, starts(START), max_new_tokens=4, end_id=END, **arguments)
+
+
 def test_beam_of_four_usually_beats_greedy():
     # Beam search is not guaranteed to score at least as well as greedy: the greedy prefix
     # can be pruned by beam_size better prefixes that later fare worse (example 3 here; the

@@ -19,7 +19,7 @@ from keras_transformer.buckets import bucket_length, padded_batch_size
 from keras_transformer.datasets import copy_task, to_model_inputs
 from keras_transformer.datasets.copy_task import END_ID, START_ID
 from keras_transformer.decoding import Sampling, beam_search, length_penalty
-from keras_transformer.generation import Generator, cached_next_logits, generate
+from keras_transformer.generation import Generator, cached_next_logits, generate, grow_cache
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -156,21 +156,27 @@ def test_beam_search_reading_ancestors_in_place_equals_reordering_the_cache(
     assert len(np.unique(found[0][0].reshape(-1, max_new_tokens), axis=0)) > len(inputs)
 
 
+def ending_problem(seed):
+    """An untrained tiny model that ends some of its hypotheses, 16 sources of 6 tokens (some
+    padded) and each row's most tokens (1 to 10): `(model, inputs, limits)`."""
+    keras.utils.set_random_seed(11)
+    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, dropout=0.0)
+    embeddings = model.target_embedding.embeddings
+    table = keras.ops.convert_to_numpy(embeddings)
+    table[END_ID] *= 3.0
+    embeddings.assign(table)
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(3, COPY_VOCAB_SIZE, size=(16, 6)).astype("int32")
+    inputs[::3, 4:] = 0
+    return model, inputs, rng.integers(1, 11, size=16).astype("int32")
+
+
 @pytest.mark.parametrize("beam_size, patience", [(4, None), (4, 2), (1, None)])
 def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(beam_size, patience):
     # `Generator(shrink_by=...)`: compiled (XLA on TensorFlow, jax.jit), the batch goes on
     # smaller once most of its rows are done (the encoder's keys, values and padding mask
     # selected with them); every row's hypotheses and scores are the whole batch's.
-    keras.utils.set_random_seed(11)
-    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, dropout=0.0)
-    embeddings = model.target_embedding.embeddings
-    table = keras.ops.convert_to_numpy(embeddings)
-    table[END_ID] *= 3.0  # An untrained model that ends some of its hypotheses.
-    embeddings.assign(table)
-    rng = np.random.default_rng(0)
-    inputs = rng.integers(3, COPY_VOCAB_SIZE, size=(16, 6)).astype("int32")
-    inputs[::3, 4:] = 0
-    limits = rng.integers(1, 11, size=16).astype("int32")
+    model, inputs, limits = ending_problem(seed=0)
     found = [
         Generator(model, START_ID, END_ID, extra_length=4, shrink_by=shrink_by)(
             inputs, beam_size=beam_size, max_lengths=limits, patience=patience
@@ -181,6 +187,56 @@ def test_a_shrinking_compiled_search_finds_what_the_whole_batch_finds(beam_size,
     np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-5, atol=1e-5)
     ended = (found[0][0][:, 0] == END_ID).any(axis=-1)
     assert 0 < ended.sum() < len(inputs)  # Some rows end, some run to their limit.
+
+
+@pytest.mark.parametrize(
+    "beam_size, patience, shrink_by", [(4, None, None), (4, 2, 2), (1, None, None), (1, None, 2)]
+)
+def test_a_growing_cache_gives_the_results_of_a_whole_cache(beam_size, patience, shrink_by):
+    # `Generator(grow_cache_from=2)`: compiled, the self-attention cache starts with 2
+    # positions and doubles (4, 8, then the 10 of `max_new_tokens`) as the search reaches
+    # its end; each step attends over the positions it holds. Every row's hypotheses and
+    # scores are those of a cache of 10 positions, its own most tokens kept, whether the
+    # batch shrinks too or not.
+    model, inputs, limits = ending_problem(seed=1)
+    found = [
+        Generator(
+            model, START_ID, END_ID, extra_length=4, shrink_by=shrink_by, grow_cache_from=grow
+        )(inputs, beam_size=beam_size, max_lengths=limits, patience=patience)
+        for grow in (None, 2)
+    ]
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-5, atol=1e-5)
+    lengths = (found[0][0][:, 0] != 0).sum(axis=-1)
+    assert lengths.max() > 4  # Some rows wrote past the first two lengths of the cache.
+
+
+def test_grow_cache_keeps_each_slot_s_positions_where_a_step_reads_them():
+    # The decoding layout holds slot j's position p at key j * length + p: a grown cache
+    # holds every written key and value at its new place, zeros after them.
+    model = Transformer.from_preset("tiny", vocabulary_size=COPY_VOCAB_SIZE, num_layers=1)
+    inputs = np.array([[5, 6, 7, 8], [9, 10, 0, 0]], "int32")
+    _, cache = cached_next_logits(model, inputs, 9, beam_size=3, cache_length=2)
+    layer = cache.slots[0]
+    heads, rows, key_dim, _ = keras.ops.shape(layer["key_by_head"])
+    rng = np.random.default_rng(0)
+    keys = rng.normal(size=(heads, rows, key_dim, 3 * 2)).astype("float32")
+    values = rng.normal(size=(heads, rows, 3 * 2, 5)).astype("float32")
+    cache = cache._replace(slots=[{**layer, "key_by_head": keys, "value_by_head": values}])
+    grown = grow_cache(cache, 5).slots[0]
+    grown_keys = keras.ops.convert_to_numpy(grown["key_by_head"])
+    grown_values = keras.ops.convert_to_numpy(grown["value_by_head"])
+    assert grown_keys.shape == (heads, rows, key_dim, 15) and grown_values.shape[2] == 15
+    for slot in range(3):
+        np.testing.assert_array_equal(
+            grown_keys[..., slot * 5 : slot * 5 + 2], keys[..., slot * 2 : slot * 2 + 2]
+        )
+        np.testing.assert_array_equal(
+            grown_values[:, :, slot * 5 : slot * 5 + 2], values[:, :, slot * 2 : slot * 2 + 2]
+        )
+        assert not grown_keys[..., slot * 5 + 2 : slot * 5 + 5].any()
+        assert not grown_values[:, :, slot * 5 + 2 : slot * 5 + 5].any()
+    assert keras.ops.shape(grown["group"]) == (3,)
 
 
 @pytest.mark.slow
@@ -336,6 +392,8 @@ def test_generator_bad_arguments_are_named():
     model = Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1)
     with pytest.raises(ValueError, match="extra_length=0"):
         Generator(model, start_id=1, end_id=2, extra_length=0)
+    with pytest.raises(ValueError, match="grow_cache_from=0"):
+        Generator(model, start_id=1, end_id=2, grow_cache_from=0)
     generator = Generator(model, start_id=1, end_id=2)
     with pytest.raises(ValueError, match="beam_size=0"):
         generator(np.ones((1, 3), "int32"), beam_size=0)
