@@ -12,6 +12,9 @@ with the `translator.keras` of a `make bible` run through
   `keras-jax-int8`, `keras-torch-int8`: `Translator.quantize("int8")`),
 - the Keras `Translator` searching as before issue 55's changes (`keras-tensorflow-exact`,
   `keras-jax-exact`: `patience=None`, the exact stop, and a batch that never shrinks),
+- the Keras `Translator` with a self-attention cache of `max_new_tokens` positions from the
+  first step (`keras-tensorflow-whole-cache`, `keras-jax-whole-cache`: `Generator`'s
+  `grow_cache_from=None`, the search before the cache grew),
 
 each through four tasks (`--tasks`):
 
@@ -59,6 +62,7 @@ ENGINES = (
     "keras-tensorflow", "keras-jax", "keras-torch", "saved_model", "ct2-float32", "ct2-int8",
     "keras-tensorflow-int8", "keras-jax-int8", "keras-torch-int8",
     "keras-tensorflow-exact", "keras-jax-exact", "ct2-float32-one-worker",
+    "keras-tensorflow-whole-cache", "keras-jax-whole-cache",
 )  # fmt: skip
 TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
@@ -99,11 +103,14 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
             translator.jit_compile = bool(jit_compile)
         if engine.endswith("-int8"):
             translator.quantize("int8")
-        if engine.endswith("-exact"):  # The search before issue 55's stop and shrinking.
+        if engine.endswith(("-exact", "-whole-cache")):
             from keras_transformer.generation import Generator
 
+            # The search before the growing cache; "exact": before the stop and shrinking too.
+            exact = engine.endswith("-exact")
             targets = translator.preprocessor.targets
-            translator.patience = None
+            if exact:
+                translator.patience = None
             translator._generator = Generator(
                 translator.model,
                 targets.start_id,
@@ -111,7 +118,8 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
                 targets.pad_id,
                 translator.extra_length,
                 translator.jit_compile,
-                shrink_by=None,
+                shrink_by=None if exact else 16,
+                grow_cache_from=None,
             )
     elif engine == "saved_model":
         from keras_transformer.engines import SavedModelTranslator
