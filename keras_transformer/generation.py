@@ -99,8 +99,9 @@ def generate(
             first holds this many positions and doubles each time the search reaches its
             end, up to `max_new_tokens` (`cache_lengths`); a step attends over the positions
             the cache holds, so early steps read a short cache (one more compiled loop per
-            doubling; results unchanged). Greedy search keeps a cache of `max_new_tokens`
-            positions. `None`: `max_new_tokens` positions from the start. Defaults to `16`.
+            doubling; results unchanged). Greedy search, and a search of one source, keep a
+            cache of `max_new_tokens` positions. `None`: `max_new_tokens` positions from the
+            start. Defaults to `16`.
 
     Returns:
         `(sequences, scores)`, best first: int32 `(batch, beam_size, max_new_tokens)` and
@@ -110,8 +111,12 @@ def generate(
         `pad_id` (unless cut at `max_new_tokens`).
     """
     # Beam search only: greedy search attends over one slot, its attention is a small part
-    # of a step (Bible verses: 8 % less CPU for a first call 64 % longer on TensorFlow).
-    lengths = cache_lengths(grow_cache_from, max_new_tokens) if beam_size > 1 else []
+    # of a step (Bible verses: 8 % less CPU for a first call 64 % longer on TensorFlow). And
+    # not for one source: a server is ready once its one-sentence searches are compiled
+    # (`serve --background-warmup`), and their three more loops doubled that wait.
+    rows = ops.shape(encoder_inputs)[0]
+    grows = beam_size > 1 and not (isinstance(rows, int) and rows < 2)
+    lengths = cache_lengths(grow_cache_from, max_new_tokens) if grows else []
     next_logits, cache = cached_next_logits(
         model,
         encoder_inputs,
@@ -482,7 +487,7 @@ class Generator:
             and a batch no longer pays full steps for its one long output. `None`: the whole
             batch to the end. Defaults to `16`.
         grow_cache_from: int `>= 1` or `None`. The self-attention cache of a beam search
-            first holds this many positions and doubles each time the search reaches its
+            of two sources or more first holds this many positions and doubles each time the search reaches its
             end (`generate`'s `grow_cache_from`): early steps attend over a short cache. The
             results are the same (scores up to float rounding); each doubling is one more
             compiled loop. `None`: `max_new_tokens` positions from the start. Defaults to

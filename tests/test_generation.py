@@ -215,6 +215,12 @@ def test_a_growing_cache_gives_the_results_of_a_whole_cache(patience, shrink_by)
         lengths_read.append(set(read))
     # Compiled, every loop is traced; eager (PyTorch), a loop ended before it runs no step.
     assert lengths_read[0] == {10} and {2, 4} <= lengths_read[1] <= {2, 4, 8, 10}
+    # One source keeps the whole cache (the one-sentence searches a server warms first).
+    read.clear()
+    generator = Generator(model, START_ID, END_ID, extra_length=4, grow_cache_from=2)
+    one, _ = generator(inputs[:1], beam_size=4, max_lengths=limits[:1])
+    assert read == {10}
+    np.testing.assert_array_equal(one, found[0][0][:1])
     np.testing.assert_array_equal(found[1][0], found[0][0])
     np.testing.assert_allclose(found[1][1], found[0][1], rtol=1e-5, atol=1e-5)
     lengths = (found[0][0][:, 0] != 0).sum(axis=-1)
