@@ -125,7 +125,7 @@ def generate(
         cache_length=lengths[0] if lengths else None,
     )
     growth = {"cache_lengths": lengths, "grow_cache": grow_cache} if lengths else {}
-    start_tokens = ops.full((ops.shape(encoder_inputs)[0],), start_id, dtype="int32")
+    start_tokens = ops.full((rows,), start_id, dtype="int32")
     if beam_size == 1:
         sequences, scores = greedy_search(
             next_logits,

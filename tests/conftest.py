@@ -118,12 +118,13 @@ def _jax_compilation_cache(tmp_path_factory):
     On every backend `XDG_CACHE_HOME` points there too, so that the commands the tests run
     (`translate`, `serve`: `--compilation-cache`'s default, `engines.compilation`) keep their
     compiled programs in the run's directory, never the user's, and on JAX in this same one."""
-    from keras_transformer.engines.compilation import default_directory
+    from keras_transformer.engines.compilation import JAX_CACHE_MAX_BYTES, default_directory
 
     root = tmp_path_factory.getbasetemp()
     if "PYTEST_XDIST_WORKER" in os.environ and keras.backend.backend() == "jax":
-        # This run's, shared by its workers: JAX's cache writes each entry atomically.
-        # TensorFlow's cache is kept per worker (its writes are not known to be).
+        # This run's, shared by its workers: bounded, JAX's cache holds a file lock while it
+        # reads or writes an entry (unbounded, it wrote entries in place, unlocked: a worker
+        # reading one the other was writing aborted). TensorFlow's is kept per worker.
         root = root.parent
     os.environ["XDG_CACHE_HOME"] = str(root / "xdg_cache")
     directory = default_directory()
@@ -136,6 +137,7 @@ def _jax_compilation_cache(tmp_path_factory):
         "jax_compilation_cache_dir": directory,
         "jax_persistent_cache_min_compile_time_secs": 0.0,
         "jax_persistent_cache_min_entry_size_bytes": 0,
+        "jax_compilation_cache_max_size": JAX_CACHE_MAX_BYTES,
     }
     previous = {name: getattr(jax.config, name) for name in settings}
     for name, value in settings.items():
@@ -144,6 +146,7 @@ def _jax_compilation_cache(tmp_path_factory):
     os.environ["JAX_COMPILATION_CACHE_DIR"] = directory
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(JAX_CACHE_MAX_BYTES)
     yield
     for name, value in previous.items():
         jax.config.update(name, value)
@@ -202,7 +205,9 @@ def number_translator(tmp_path_factory):
         translator.save(directory / "translator.keras")
         (directory / "test_pairs.json").write_text(json.dumps(test_pairs), encoding="utf-8")
 
-    directory = shared_directory(tmp_path_factory, f"number_translator_{keras.backend.backend()}", write)
+    directory = shared_directory(
+        tmp_path_factory, f"number_translator_{keras.backend.backend()}", write
+    )
     test_pairs = json.loads((directory / "test_pairs.json").read_text(encoding="utf-8"))
     keras_path = directory / "translator.keras"
     return Translator.load(keras_path), [tuple(pair) for pair in test_pairs], keras_path

@@ -9,7 +9,9 @@ that a restarted server (a rolling restart, a second replica on the same disk) l
 instead of compiling:
 
 - JAX: its persistent compilation cache (`jax_compilation_cache_dir`), every program whatever
-  its compile time. A warm cache leaves the tracing (Python) only.
+  its compile time, at most `JAX_CACHE_MAX_BYTES` (least recently used entries evicted; its
+  reads and writes hold a file lock, so processes may share the directory). A warm cache
+  leaves the tracing (Python) only.
 - TensorFlow: `--tf_xla_persistent_cache_directory` in `TF_XLA_FLAGS`. TensorFlow reads its
   XLA flags once, at its first XLA compilation: call this before the first translation. Its
   tracing (building the graphs) is most of a TensorFlow warm-up, so the cache saves less.
@@ -36,6 +38,12 @@ HELP = (
 
 # The variable TensorFlow reads its XLA flags from, and the flag of its persistent cache.
 TF_XLA_FLAGS = "TF_XLA_FLAGS"
+# JAX's cache, bounded: with a bound JAX evicts the least recently used entries and, above
+# all, holds a file lock (`filelock`) while it reads or writes an entry. Without one it
+# writes entries in place, unlocked: a process reading an entry another is writing (two
+# replicas, or two test workers, sharing a directory) got a truncated program and aborted.
+# The `make bible` translator's 49 searches take 6 MB.
+JAX_CACHE_MAX_BYTES = 1 << 30
 _TF_FLAG = "--tf_xla_persistent_cache_directory"
 
 
@@ -96,6 +104,7 @@ def use_compilation_cache(directory, backend=None):
         # Every search is worth keeping: the smallest still compile for ~0.5 s each.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_MAX_BYTES)
     else:
         if any(character.isspace() for character in directory):
             raise ValueError(
