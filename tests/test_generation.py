@@ -213,8 +213,10 @@ def test_a_growing_cache_gives_the_results_of_a_whole_cache(patience, shrink_by)
             )(inputs, beam_size=4, max_lengths=limits, patience=patience)
         )
         lengths_read.append(set(read))
-    # Compiled, every loop is traced; eager (PyTorch), a loop ended before it runs no step.
-    assert lengths_read[0] == {10} and {2, 4} <= lengths_read[1] <= {2, 4, 8, 10}
+    # Compiled, every loop is traced. PyTorch's search is not compiled: it keeps the whole
+    # cache (as `jit_compile=False` does).
+    grown = {10} if BACKEND == "torch" else {2, 4, 8, 10}
+    assert lengths_read == [{10}, grown]
     # One source keeps the whole cache (the one-sentence searches a server warms first).
     read.clear()
     generator = Generator(model, START_ID, END_ID, extra_length=4, grow_cache_from=2)
