@@ -44,6 +44,12 @@ TF_XLA_FLAGS = "TF_XLA_FLAGS"
 # replicas, or two test workers, sharing a directory) got a truncated program and aborted.
 # The `make bible` translator's 49 searches take 6 MB.
 JAX_CACHE_MAX_BYTES = 1 << 30
+# What JAX keeps: programs that took at least this long to compile. Every search does (the
+# smallest compile for ~0.5 s); the eager operations around them (a few ms each) are not
+# worth an entry: a bounded cache lists and reads every entry's access time on each write,
+# so thousands of them made each write slower (the JAX test stage, 4,952 entries at the
+# threshold 0: 14.2 minutes).
+JAX_CACHE_MIN_COMPILE_SECONDS = 0.1
 _TF_FLAG = "--tf_xla_persistent_cache_directory"
 
 
@@ -101,8 +107,9 @@ def use_compilation_cache(directory, backend=None):
         import jax
 
         jax.config.update("jax_compilation_cache_dir", directory)
-        # Every search is worth keeping: the smallest still compile for ~0.5 s each.
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update(
+            "jax_persistent_cache_min_compile_time_secs", JAX_CACHE_MIN_COMPILE_SECONDS
+        )
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_MAX_BYTES)
     else:
