@@ -55,6 +55,7 @@ Usage:
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -259,12 +260,25 @@ def run_trial(task, name, steps, workdir, backend, log):
         "cpu_seconds_per_step": round(cpu / max(1, metrics["steps"]), 3),
         "val_bleu": round(scores["bleu"]["score"], 2),
         "val_chrf": round(scores["chrf"]["score"], 2),
+        # Hypothesis over reference length (BLEU's brevity penalty reads it): the
+        # translations' length at alpha 0.6, by trial.
+        "val_length_ratio": length_ratio(scores["bleu"].get("verbose_score", "")),
         "test_bleu": round(metrics["test_bleu"], 2),
         "matmul_gflops": round(rate),
         "load": round(load, 2),
         "backend": backend,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
+
+
+def length_ratio(verbose_score):
+    """The `ratio = X` sacreBLEU writes in a BLEU score's verbose text, or `None`.
+
+    >>> length_ratio("57.7/31.0/17.9/10.4 (BP = 0.93 ratio = 0.934 hyp_len = 9 ref_len = 10)")
+    0.934
+    """
+    match = re.search(r"ratio = ([0-9.]+)", verbose_score)
+    return float(match.group(1)) if match else None
 
 
 def read_rows(path):
@@ -277,18 +291,19 @@ def read_rows(path):
 def write_table(rows, path):
     base = {row["steps"]: row["val_bleu"] for row in rows if row["trial"] == "base"}
     lines = [
-        "| trial | what | steps | CPU s | CPU s/step | val BLEU | vs base | test BLEU | "
-        "matmul GFLOP/s | load | date |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| trial | what | steps | CPU s | CPU s/step | val BLEU | vs base | val length ratio | "
+        "test BLEU | matmul GFLOP/s | load | date |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in sorted(rows, key=lambda row: -row["val_bleu"]):
         # The base trial of the same budget (`--steps`): a trial's steps over its factor.
         reference = base.get(round(row["steps"] / TRIALS[row["trial"]][1]))
         delta = "" if reference is None or row["trial"] == "base" else (
             f"{row['val_bleu'] - reference:+.2f}")
+        ratio = "" if row.get("val_length_ratio") is None else f"{row['val_length_ratio']:.3f}"
         lines.append(
             f"| {row['trial']} | {TRIALS[row['trial']][2]} | {row['steps']} | {row['cpu_seconds']:.0f} | "
-            f"{row['cpu_seconds_per_step']:.3f} | {row['val_bleu']:.2f} | {delta} | "
+            f"{row['cpu_seconds_per_step']:.3f} | {row['val_bleu']:.2f} | {delta} | {ratio} | "
             f"{row['test_bleu']:.2f} | {row['matmul_gflops']} | {row['load']} | {row['date']} |"
         )
     table = "\n".join(lines) + "\n"
