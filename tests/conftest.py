@@ -118,11 +118,7 @@ def _jax_compilation_cache(tmp_path_factory):
     On every backend `XDG_CACHE_HOME` points there too, so that the commands the tests run
     (`translate`, `serve`: `--compilation-cache`'s default, `engines.compilation`) keep their
     compiled programs in the run's directory, never the user's, and on JAX in this same one."""
-    from keras_transformer.engines.compilation import (
-        JAX_CACHE_MAX_BYTES,
-        JAX_CACHE_MIN_COMPILE_SECONDS,
-        default_directory,
-    )
+    from keras_transformer.engines.compilation import default_directory, jax_cache_settings
 
     root = tmp_path_factory.getbasetemp()
     if "PYTEST_XDIST_WORKER" in os.environ and keras.backend.backend() == "jax":
@@ -137,20 +133,12 @@ def _jax_compilation_cache(tmp_path_factory):
         return
     import jax
 
-    settings = {
-        "jax_compilation_cache_dir": directory,
-        "jax_persistent_cache_min_compile_time_secs": JAX_CACHE_MIN_COMPILE_SECONDS,
-        "jax_persistent_cache_min_entry_size_bytes": 0,
-        "jax_compilation_cache_max_size": JAX_CACHE_MAX_BYTES,
-    }
+    settings = jax_cache_settings(directory)
     previous = {name: getattr(jax.config, name) for name in settings}
     for name, value in settings.items():
         jax.config.update(name, value)
-    # Subprocesses started by the tests (fresh-process reloads, multi-process runs).
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = directory
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = str(JAX_CACHE_MIN_COMPILE_SECONDS)
-    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
-    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(JAX_CACHE_MAX_BYTES)
+        # Subprocesses started by the tests (fresh-process reloads, multi-process runs).
+        os.environ[name.upper()] = str(value)
     yield
     for name, value in previous.items():
         jax.config.update(name, value)

@@ -106,12 +106,8 @@ def use_compilation_cache(directory, backend=None):
     if backend == "jax":
         import jax
 
-        jax.config.update("jax_compilation_cache_dir", directory)
-        jax.config.update(
-            "jax_persistent_cache_min_compile_time_secs", JAX_CACHE_MIN_COMPILE_SECONDS
-        )
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_MAX_BYTES)
+        for name, value in jax_cache_settings(directory).items():
+            jax.config.update(name, value)
     else:
         if any(character.isspace() for character in directory):
             raise ValueError(
@@ -120,6 +116,24 @@ def use_compilation_cache(directory, backend=None):
             )
         os.environ[TF_XLA_FLAGS] = tf_xla_flags(os.environ.get(TF_XLA_FLAGS, ""), directory)
     return directory
+
+
+def jax_cache_settings(directory):
+    """JAX's configuration for a persistent compilation cache in `directory`: `{name: value}`
+    for `jax.config.update` (each name upper-cased is the environment variable a new JAX
+    process reads).
+
+    Example:
+
+    >>> jax_cache_settings("/tmp/cache")["jax_compilation_cache_max_size"] == JAX_CACHE_MAX_BYTES
+    True
+    """
+    return {
+        "jax_compilation_cache_dir": directory,
+        "jax_persistent_cache_min_compile_time_secs": JAX_CACHE_MIN_COMPILE_SECONDS,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+        "jax_compilation_cache_max_size": JAX_CACHE_MAX_BYTES,
+    }
 
 
 def check_private(directory):
