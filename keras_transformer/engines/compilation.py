@@ -8,8 +8,9 @@ warm-up"). `use_compilation_cache(directory)` keeps XLA's compiled programs in `
 that a restarted server (a rolling restart, a second replica on the same disk) loads them
 instead of compiling:
 
-- JAX: its persistent compilation cache (`jax_compilation_cache_dir`), every program whatever
-  its compile time, at most `JAX_CACHE_MAX_BYTES` (least recently used entries evicted; its
+- JAX: its persistent compilation cache (`jax_compilation_cache_dir`), every program that
+  compiled for `JAX_CACHE_MIN_COMPILE_SECONDS` or more (every search), at most
+  `JAX_CACHE_MAX_BYTES` (least recently used entries evicted; its
   reads and writes hold a file lock, so processes may share the directory). A warm cache
   leaves the tracing (Python) only.
 - TensorFlow: `--tf_xla_persistent_cache_directory` in `TF_XLA_FLAGS`. TensorFlow reads its
