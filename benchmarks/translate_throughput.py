@@ -15,6 +15,9 @@ with the `translator.keras` of a `make bible` run through
 - the Keras `Translator` with a self-attention cache of `max_new_tokens` positions from the
   first step (`keras-tensorflow-whole-cache`, `keras-jax-whole-cache`: `Generator`'s
   `grow_cache_from=None`, the search before the cache grew),
+- the Keras `Translator` taking each beam step's best logits with one `top_k` of the whole
+  vocabulary (`keras-tensorflow-one-top-k`, `keras-jax-one-top-k`: the search before
+  `decoding.top_k_by_blocks`),
 
 each through four tasks (`--tasks`):
 
@@ -63,6 +66,7 @@ ENGINES = (
     "keras-tensorflow-int8", "keras-jax-int8", "keras-torch-int8",
     "keras-tensorflow-exact", "keras-jax-exact", "ct2-float32-one-worker",
     "keras-tensorflow-whole-cache", "keras-jax-whole-cache",
+    "keras-tensorflow-one-top-k", "keras-jax-one-top-k",
 )  # fmt: skip
 TASKS = ("translate", "prefix", "sampling", "score")
 SAMPLING = dict(sampling_topk=10, sampling_temperature=1.0, seed=0)
@@ -103,6 +107,10 @@ def run_engine(engine, run_dir, sources, references, tasks, beam_size, threads, 
             translator.jit_compile = bool(jit_compile)
         if engine.endswith("-int8"):
             translator.quantize("int8")
+        if engine.endswith("-one-top-k"):
+            from keras_transformer import decoding
+
+            decoding.TOP_K_BY_BLOCKS_FROM = sys.maxsize  # The search before the blocks.
         if engine.endswith(("-exact", "-whole-cache")):
             from keras_transformer.generation import Generator
 

@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.decoding import beam_search, greedy_search, length_penalty, select_rows
+from keras_transformer import decoding
+from keras_transformer.decoding import (
+    beam_search,
+    greedy_search,
+    length_penalty,
+    select_rows,
+    top_k_by_blocks,
+)
 
 PAD, END, START, A, B, C, D, E = range(8)
 VOCAB_SIZE = 8
@@ -959,6 +966,108 @@ def test_traces_once_under_jax_jit():
         compiled = decode(memory, start_tokens)
     assert_same_results(compiled, decode_both(stub, memory, start_tokens))
     assert len(traces) == 1
+
+
+def xla_compiled(function):
+    """`function` compiled by XLA on TensorFlow and JAX (where `top_k_by_blocks` takes its
+    blocks); `None` on PyTorch."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=True, autograph=False)
+    if BACKEND == "jax":
+        import jax
+
+        return jax.jit(function)
+    return None
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="PyTorch takes one `topk`: no blocks")
+@pytest.mark.parametrize(
+    "rows, n, k, block, values",
+    [
+        (3, 700, 8, None, "normal"),  # about sqrt(700 / 8): blocks of 8, a tail of 4
+        (5, 640, 8, 16, "normal"),  # no tail
+        (4, 517, 5, 16, "few"),  # ties everywhere: the lower index first
+        (2, 300, 1, 7, "few"),
+        (6, 333, 4, 9, "spikes"),  # the best blocks last: ties resolved in the blocks' order
+        (3, 640, 6, 32, "spikes"),
+        (4, 517, 5, 16, "spikes"),  # a tail of 5 with one of the best
+        (2, 200, 4, 2, "normal"),
+    ],
+)
+def test_top_k_by_blocks_is_top_k(rows, n, k, block, values, monkeypatch):
+    monkeypatch.setattr(decoding, "TOP_K_BY_BLOCKS_FROM", 600)
+    rng = np.random.default_rng(n)
+    if values == "normal":
+        x = rng.normal(size=(rows, n))
+    elif values == "few":
+        x = rng.integers(0, 3, size=(rows, n))
+    else:  # Ties, and larger values late in the row (their blocks come first; the tail).
+        x = rng.integers(0, 3, size=(rows, n))
+        x[:, [n - 1, n - 31, n - 70]] = 5
+    x = x.astype("float32")
+    got_values, got_indices = xla_compiled(lambda v: top_k_by_blocks(v, k, block))(x)
+    want_values, want_indices = ops.top_k(x, k)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(got_values), ops.convert_to_numpy(want_values)
+    )
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(got_indices), ops.convert_to_numpy(want_indices).astype("int32")
+    )
+    assert ops.convert_to_numpy(got_indices).dtype == np.int32
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="reads the traced program (a jaxpr)")
+def test_top_k_by_blocks_takes_the_blocks_way_for_long_rows_only(monkeypatch):
+    import jax
+
+    def program(n, k=8):
+        return str(jax.make_jaxpr(lambda v: top_k_by_blocks(v, k))(np.zeros((2, n), "float32")))
+
+    assert "reduce_max" in program(7603)  # Block maxima, then two small top-k.
+    assert program(7603).count("top_k") == 2
+    assert "reduce_max" not in program(1000)  # Below TOP_K_BY_BLOCKS_FROM: one top_k.
+    assert program(1000).count("top_k") == 1
+
+
+class RoundedStub(RandomRecurrentStub):
+    """`RandomRecurrentStub` whose logits are rounded to quarters: many equal candidates."""
+
+    def __call__(self, tokens, cache, index):
+        logits, cache = super().__call__(tokens, cache, index)
+        return ops.round(logits * 4.0) / 4.0, cache
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="PyTorch takes one `topk`: no blocks")
+@pytest.mark.parametrize("ties", [False, True])
+def test_a_beam_search_by_blocks_finds_what_one_top_k_finds(ties, monkeypatch):
+    # A stub of 300 tokens; with `ties`, its logits rounded to quarters (which of equal
+    # candidates a search keeps is decided by the top-k's tie order).
+    stub = (RoundedStub if ties else RandomRecurrentStub)(
+        seed=3, vocabulary_size=300, hidden_dim=16, end_bias=2.5
+    )
+    memory = stub.memory(6, seed=5)
+    found = []
+    for threshold in (10**9, 256):  # One top-k, then blocks of 8 (300 tokens, k = 8).
+        monkeypatch.setattr(decoding, "TOP_K_BY_BLOCKS_FROM", threshold)
+
+        def search(memory):
+            cache = stub.initial_cache(memory)
+            return beam_search(
+                stub,
+                cache,
+                starts(START, A, B, C, D, E),
+                max_new_tokens=9,
+                end_id=END,
+                beam_size=4,
+                alpha=0.6,
+            )
+
+        found.append(to_numpy(*xla_compiled(search)(memory)))
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    np.testing.assert_array_equal(found[1][1], found[0][1])
+    assert len({tuple(row) for row in found[0][0][:, 0]}) > 3
 
 
 # --------------------------------------------------------------------------- arguments
