@@ -14,12 +14,21 @@ a 32,000-piece vocabulary) for 32 rows (8 sentences x beam 4) and 256 rows: a pr
 
 ```
 python benchmarks/int8_matmul.py            # about a minute
+python benchmarks/int8_matmul.py --isa avx2 --results int8_matmul_avx2
 ```
+
+`--isa avx2` emulates a CPU without int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI,
+AMX) on one that has them: it caps oneDNN (TensorFlow's eager kernels, PyTorch's
+`_int_mm`: `ONEDNN_MAX_CPU_ISA=AVX2`), PyTorch's own kernels (`ATEN_CPU_CAPABILITY=avx2`)
+and XLA's code generation (`--xla_cpu_max_isa=AVX2`) before any framework is imported.
+Libraries that read the CPU themselves (fbgemm, under `quantize_dynamic`; XLA's XNNPACK-
+family kernels) are not capped: those rows may still use the newer instructions.
 
 The table is printed and written to `benchmarks/results/int8_matmul.md` (and `.json`).
 """
 
 import argparse
+import os
 import time
 import warnings
 
@@ -106,7 +115,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--results", default="int8_matmul")
+    parser.add_argument(
+        "--isa", choices=("native", "avx2"), default="native",
+        help="avx2: cap oneDNN, ATen and XLA at AVX2 (no int8 dot-product instructions)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.isa == "avx2":  # Before any framework is imported.
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + " --xla_cpu_max_isa=AVX2"
+        ).strip()
     from train_throughput import machine_description, matmul_timer  # benchmarks/ on sys.path
 
     matmul = matmul_timer("tensorflow")
@@ -129,7 +148,12 @@ def main():
     header = [
         f"One matrix product (rows x depth -> units), {args.threads} threads. "
         f"{machine_description()}. fp32 matmul (TensorFlow, 1024x1024) {before:.0f} GFLOP/s "
-        f"before, {after:.0f} after. Speed: the same framework's float32 time / this time.",
+        f"before, {after:.0f} after. Speed: the same framework's float32 time / this time."
+        + (
+            " Instruction sets capped at AVX2 (`--isa avx2`: oneDNN, ATen, XLA)."
+            if args.isa == "avx2"
+            else ""
+        ),
         "",
         "| Shape | Framework | Product | Wall (µs) | CPU (µs) | Speed vs float32 |",
         "| --- | --- | --- | --- | --- | --- |",
